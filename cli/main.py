@@ -1,0 +1,33 @@
+"""The ``kernelfleet`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cli import problems_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelfleet",
+        description="A fleet of autonomous agents optimizing GPU kernels for SOL-ExecBench-format problems.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    problems_cmd.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

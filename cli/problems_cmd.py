@@ -50,6 +50,10 @@ def run_check(args: argparse.Namespace) -> int:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
 
+    if not report.problems and not report.invalid:
+        err.print(f"error: no problem folders (with a definition.json) under {', '.join(map(str, args.paths))}",
+                  markup=False, highlight=False)
+        return 1
     for problem in report.problems:
         for warning in problem.warnings:
             err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)

@@ -132,9 +132,10 @@ def parse_definition(data: dict[str, Any], path: Path | str | None, errors: list
     entrypoint = _optional(data, "custom_inputs_entrypoint", str, None, path, errors)
 
     axes = _parse_axes(raw_axes or {}, path, errors)
-    inputs = _parse_tensors(raw_inputs or {}, "inputs", axes, path, errors)
-    outputs = _parse_tensors(raw_outputs or {}, "outputs", axes, path, errors)
-    for clash in sorted(set(inputs) & set(outputs)):
+    declared = set(raw_axes or {})  # a malformed axis is reported once, not again by every shape using it
+    inputs = _parse_tensors(raw_inputs or {}, "inputs", declared, path, errors)
+    outputs = _parse_tensors(raw_outputs or {}, "outputs", declared, path, errors)
+    for clash in sorted(set(raw_inputs or {}) & set(raw_outputs or {})):
         errors.append(SpecError(path, f"outputs.{clash}", "an output may not share its name with an input"))
     if reference is not None and raw_inputs is not None:
         _check_reference(reference, list(raw_inputs), entrypoint, path, errors)
@@ -216,7 +217,7 @@ class _Cycle(Exception):
     pass
 
 
-def _parse_tensors(raw: dict[str, Any], section: str, axes: dict[str, Axis], path,
+def _parse_tensors(raw: dict[str, Any], section: str, axes: set[str], path,
                    errors: list[SpecError]) -> dict[str, TensorSpec]:
     specs: dict[str, TensorSpec] = {}
     for name, spec in raw.items():

@@ -1,0 +1,68 @@
+"""Which solutions kernelfleet can run, and how: one :class:`RunKind` per solution.
+
+``parse_solution`` accepts every upstream language (so any upstream file can be read, listed and diffed);
+:func:`run_kind` says how kernelfleet runs it, or raises a SpecError naming ``spec.languages`` /
+``spec.entry_point`` / ``spec.binding`` when it cannot.
+
+* ``pytorch``, ``triton`` (and ``cute_dsl`` where ``nvidia-cutlass-dsl`` is installed): a Python entry, imported.
+* ``cuda_cpp`` with a C/C++/CUDA entry (binding ``torch`` or null, as upstream): a torch extension built with
+  ``torch.utils.cpp_extension`` (slow, cached on disk).
+* ``cuda_cpp`` with a ``.py`` entry: kernelfleet's fast path. The ``.cu`` sources are compiled by nvcc to cubins
+  through ``core.build`` (about a second instead of a minute), and the Python entry launches them through cupy
+  with ``core.solution.runtime``. Upstream requires a C/C++ entry for cuda_cpp, so such a file is a kernelfleet
+  extension of the format (``core.solution.io.upstream_deviations`` lists it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from enum import Enum
+from pathlib import Path
+
+from core.errors import SpecError
+from core.solution.schema import CPP_SUFFIXES, Language, Solution
+
+CUTE_DSL_MISSING = "CuTe DSL (nvidia-cutlass-dsl) is not installed in this environment"
+
+# Languages kernelfleet runs; every other upstream language gets a "not supported yet" error.
+_RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUDA_CPP}
+
+
+class RunKind(str, Enum):
+    PYTHON = "python"  # pytorch / triton / cute_dsl: import the entry
+    CUDA_FAST = "cuda_fast"  # cuda_cpp + .py entry: nvcc -> cubins, launched through cupy
+    TORCH_EXT = "torch_ext"  # cuda_cpp + C++ entry: torch.utils.cpp_extension module
+
+
+def cute_dsl_available() -> bool:
+    return importlib.util.find_spec("cutlass") is not None
+
+
+def run_kind(solution: Solution, file: str | Path | None = None, *, check_environment: bool = True) -> RunKind:
+    """How kernelfleet runs ``solution``; a SpecError when it cannot (unsupported language, missing CuTe DSL...)."""
+    spec = solution.spec
+    for i, lang in enumerate(spec.languages):
+        if lang not in _RUNNABLE:
+            raise SpecError(file, f"spec.languages[{i}]", f"language '{lang.value}' is not supported by kernelfleet yet"
+                            f" (supported: {', '.join(sorted(x.value for x in _RUNNABLE))})")
+    if spec.is_python:
+        if check_environment and Language.CUTE_DSL in spec.languages and not cute_dsl_available():
+            i = spec.languages.index(Language.CUTE_DSL)
+            raise SpecError(file, f"spec.languages[{i}]", CUTE_DSL_MISSING)
+        return RunKind.PYTHON
+    # Only cuda_cpp is left among C++ languages.
+    if solution.entry_file.endswith(CPP_SUFFIXES):
+        return RunKind.TORCH_EXT
+    if spec.binding is not None:
+        raise SpecError(
+            file, "spec.binding",
+            f"binding '{spec.binding}' needs a C/C++ entry; the .py-entry fast path takes \"binding\": null",
+        )
+    if not solution.sources_with_suffix(".cu"):
+        raise SpecError(file, "sources", "the cuda_cpp fast path (.py entry) needs at least one .cu source")
+    return RunKind.CUDA_FAST
+
+
+def check_supported(solution: Solution, file: str | Path | None = None) -> None:
+    """Raise a SpecError when kernelfleet cannot run ``solution`` here (cheap: no build, no import)."""
+    run_kind(solution, file)

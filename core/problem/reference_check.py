@@ -51,8 +51,11 @@ class ReferenceResult:
         return self.outcome == Outcome.PASSED
 
 
-def classify_exception(device: str, exc_type: str, message: str) -> str:
+def classify_exception(device: str, exc_type: str, message: str, failing_line: str = "") -> str:
     text = f"{exc_type}: {message}".lower()
+    # torch's CPU _scaled_mm has no block-scaled (NVFP4/MX) path; it rejects those scales as a ValueError.
+    if device == "cpu" and "_scaled_mm" in failing_line:
+        return Outcome.UNSUPPORTED_ON_DEVICE
     if exc_type == "MemoryError" or "can't allocate memory" in text or "out of memory" in text \
             or "cannot allocate memory" in text:
         return Outcome.OUT_OF_MEMORY
@@ -74,8 +77,9 @@ def check_in_this_process(problem_dir: str, device: str, seed: int, blob_roots: 
     problem = load_problem(problem_dir, [Path(r) for r in blob_roots])
     workload = problem.smallest_runnable_workload()
     if workload is None:
-        reasons = sorted({w.unavailable for w in problem.workloads})
-        return ReferenceResult(problem_dir, Outcome.NO_WORKLOAD, "; ".join(reasons))
+        categories = sorted({w.unavailable.split(":")[0] for w in problem.workloads})
+        detail = f"all {len(problem.workloads)} workloads unavailable: {'; '.join(categories)}"
+        return ReferenceResult(problem_dir, Outcome.NO_WORKLOAD, detail)
     start = time.perf_counter()
     stage = "inputs"
     try:
@@ -93,10 +97,11 @@ def check_in_this_process(problem_dir: str, device: str, seed: int, blob_roots: 
         return ReferenceResult(problem_dir, kind, str(exc), workload.index, time.perf_counter() - start)
     except BaseException as exc:  # noqa: BLE001 - any failure of problem code is a result
         message = _first_line(str(exc)) or type(exc).__name__
-        outcome = classify_exception(device, type(exc).__name__, message)
+        where = _where(exc, problem.definition.reference)
+        outcome = classify_exception(device, type(exc).__name__, message, where)
         if outcome == Outcome.ERROR and stage == "inputs":
             outcome = Outcome.INPUT_ERROR
-        detail = f"{type(exc).__name__}: {message}{_where(exc)}"
+        detail = f"{type(exc).__name__}: {message}{where}"
         return ReferenceResult(problem_dir, outcome, detail, workload.index, time.perf_counter() - start)
     seconds = time.perf_counter() - start
     if mismatches:
@@ -109,10 +114,17 @@ def _first_line(text: str) -> str:
     return lines[0][:200] if lines else ""
 
 
-def _where(exc: BaseException) -> str:
-    """The innermost line of reference code that raised, e.g. ' (reference line 42)'."""
+def _where(exc: BaseException, reference: str) -> str:
+    """The innermost line of reference code that raised, e.g. ' (reference line 42: y = torch._scaled_mm(...))'."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<reference of")]
-    return f" (reference line {frames[-1].lineno})" if frames else ""
+    if not frames:
+        return ""
+    lineno = frames[-1].lineno
+    lines = reference.splitlines()
+    text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f" (reference line {lineno}: {text})" if text else f" (reference line {lineno})"
 
 
 def check_in_subprocess(problem_dir: Path, device: str, seed: int, timeout_s: float,

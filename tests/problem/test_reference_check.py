@@ -45,7 +45,7 @@ def test_reference_that_raises_names_its_line(make_problem):
     reference = "import torch\n\ndef run(x, weight, eps):\n    y = x\n    raise ValueError('boom')\n"
     result = check_in_subprocess(_with_reference(make_problem, reference), "cpu", 0, 60, None)
     assert result.outcome == Outcome.ERROR
-    assert result.detail == "ValueError: boom (reference line 5)"
+    assert result.detail == "ValueError: boom (reference line 5: raise ValueError('boom'))"
 
 
 def test_reference_that_kills_its_process(make_problem):
@@ -60,3 +60,5 @@ def test_classification_of_device_failures():
         == Outcome.UNSUPPORTED_ON_DEVICE
     assert classify_exception("cuda", "OutOfMemoryError", "CUDA out of memory.") == Outcome.OUT_OF_MEMORY
     assert classify_exception("cpu", "ValueError", "bad value") == Outcome.ERROR
+    assert classify_exception("cpu", "ValueError", "Invalid scaling configuration.",
+                              " (reference line 9: y = torch._scaled_mm(a, b, sa, sb))") == Outcome.UNSUPPORTED_ON_DEVICE

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "sol-execbench" / "benchmark"
+SHARED = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench")) / "benchmark"
 
 
 def kernelfleet(*args, cwd=ROOT):

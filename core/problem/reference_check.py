@@ -56,15 +56,19 @@ def classify_exception(device: str, exc_type: str, message: str, failing_line: s
     # torch's CPU _scaled_mm has no block-scaled (NVFP4/MX) path; it rejects those scales as a ValueError.
     if device == "cpu" and "_scaled_mm" in failing_line:
         return Outcome.UNSUPPORTED_ON_DEVICE
-    if exc_type == "MemoryError" or "can't allocate memory" in text or "out of memory" in text \
-            or "cannot allocate memory" in text:
+    if exc_type == "MemoryError" or _mentions_memory_exhaustion(text):
         return Outcome.OUT_OF_MEMORY
     if device == "cpu" and ("cuda" in text or "nvidia" in text):
         return Outcome.NEEDS_CUDA
     if "not implemented for" in text or exc_type == "NotImplementedError" or "could not run" in text \
-            or "no kernel image" in text or "not supported" in text:
+            or "no kernel image" in text or "not supported" in text or "not_supported" in text:
         return Outcome.UNSUPPORTED_ON_DEVICE
     return Outcome.ERROR
+
+
+def _mentions_memory_exhaustion(text: str) -> bool:
+    return any(m in text for m in ("can't allocate memory", "cannot allocate memory", "out of memory",
+                                   "memory allocation", "bad_alloc"))
 
 
 def check_in_this_process(problem_dir: str, device: str, seed: int, blob_roots: Sequence[str]) -> ReferenceResult:
@@ -153,8 +157,11 @@ def check_in_subprocess(problem_dir: Path, device: str, seed: int, timeout_s: fl
             sig = signal.Signals(-proc.returncode).name
             outcome = Outcome.OUT_OF_MEMORY if sig == "SIGKILL" else Outcome.CRASHED
             return ReferenceResult(str(problem_dir), outcome, f"killed by {sig}", seconds=time.perf_counter() - start)
-        tail = _first_line(stderr.decode(errors="replace").strip().splitlines()[-1] if stderr.strip() else "")
-        return ReferenceResult(str(problem_dir), Outcome.CRASHED, f"exit status {proc.returncode}: {tail}",
+        error_text = stderr.decode(errors="replace")
+        tail = _first_line(error_text.strip().splitlines()[-1] if error_text.strip() else "")
+        # Under an address-space limit, native libraries (OpenBLAS, the allocator) may abort instead of raising.
+        outcome = Outcome.OUT_OF_MEMORY if _mentions_memory_exhaustion(error_text.lower()) else Outcome.CRASHED
+        return ReferenceResult(str(problem_dir), outcome, f"exit status {proc.returncode}: {tail}",
                                seconds=time.perf_counter() - start)
 
 

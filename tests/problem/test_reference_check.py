@@ -60,5 +60,16 @@ def test_classification_of_device_failures():
         == Outcome.UNSUPPORTED_ON_DEVICE
     assert classify_exception("cuda", "OutOfMemoryError", "CUDA out of memory.") == Outcome.OUT_OF_MEMORY
     assert classify_exception("cpu", "ValueError", "bad value") == Outcome.ERROR
+    assert classify_exception("cuda", "RuntimeError", "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling") \
+        == Outcome.UNSUPPORTED_ON_DEVICE
     assert classify_exception("cpu", "ValueError", "Invalid scaling configuration.",
                               " (reference line 9: y = torch._scaled_mm(a, b, sa, sb))") == Outcome.UNSUPPORTED_ON_DEVICE
+
+
+def test_native_abort_on_exhausted_memory_counts_as_out_of_memory(make_problem):
+    # What OpenBLAS does under a tight address-space limit: print to stderr and exit, no Python exception.
+    reference = ("import os, sys\n\ndef run(x, weight, eps):\n"
+                 "    sys.stderr.write('OpenBLAS error: Memory allocation still failed after 10 retries\\n')\n"
+                 "    sys.stderr.flush()\n    os._exit(1)\n")
+    result = check_in_subprocess(_with_reference(make_problem, reference), "cpu", 0, 60, None)
+    assert result.outcome == Outcome.OUT_OF_MEMORY and "exit status 1" in result.detail

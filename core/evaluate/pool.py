@@ -1,0 +1,377 @@
+"""The evaluation pool: per device, a judge process and a candidate process started ahead of need, plus a warm
+spare, so a faulty candidate costs one attempt and the next job starts in a fresh process at once.
+
+``await pool.submit(job, priority)`` returns a Verdict. Jobs for one device run one at a time, highest priority
+first; a candidate process that crashes, hangs past its timeout or breaks its CUDA context is killed with its
+whole process group and replaced by the spare.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from core.evaluate import sandbox
+from core.evaluate.timing import TimingPolicy
+from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
+from core.problem.schema import Problem
+from core.solution.io import solution_to_dict
+from core.solution.schema import Solution
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    problem: Problem
+    solution: Solution
+    solution_dir: Path  # the materialized candidate (core.solution.loader.materialize)
+    workloads: tuple[int, ...] | None = None  # indices in workload.jsonl order; None: all
+    rounds: int = 5
+    timing: TimingPolicy | None = field(default_factory=TimingPolicy)
+    sol_ms: dict[int, float] | None = None  # speed-of-light time per workload index, when known
+    blob_roots: tuple[str, ...] = ()
+
+
+class WorkerGone(Exception):
+    """The worker process died, timed out, or broke the protocol; it has been killed."""
+
+    def __init__(self, status: Status, reason: str):
+        self.status = status
+        self.reason = reason
+        super().__init__(reason)
+
+
+class WorkerProcess:
+    def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path):
+        self.role = role
+        self.device = device
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
+        parent, child = socket.socketpair()
+        self.conn = Connection(os.dup(parent.detach()))
+        child_fd = child.detach()
+        env = dict(os.environ)
+        if role == "candidate":
+            env = sandbox.scrubbed_environment(env, str(self.scratch))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH", "")]))
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        elif device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        prefix = sandbox.network_isolation_prefix() if role == "candidate" else ()
+        self.log_path = self.scratch / ("candidate.log" if role == "candidate" else "judge.log")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "core.evaluate.worker", role,
+                 "cuda" if device.startswith("cuda") else "cpu", str(child_fd)],
+                cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, preexec_fn=sandbox.apply_limits if role == "candidate" else None,
+            )
+        os.close(child_fd)
+        self.started = time.monotonic()
+        self.ready = False
+
+    async def wait_ready(self, timeout_s: float = 120.0) -> None:
+        if not self.ready:
+            await self._receive(timeout_s)
+            self.ready = True
+
+    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        await self.wait_ready()
+        try:
+            self.conn.send_bytes(json.dumps(message).encode())
+        except OSError:
+            raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
+        return await self._receive(timeout_s)
+
+    async def _receive(self, timeout_s: float) -> dict[str, Any]:
+        def receive() -> bytes | None:
+            try:
+                if not self.conn.poll(timeout_s):
+                    return None
+                return self.conn.recv_bytes(64 << 20)
+            except (EOFError, OSError):
+                return b""
+
+        raw = await anyio.to_thread.run_sync(receive, abandon_on_cancel=True)
+        if raw is None:
+            raise self._gone(Status.TIMEOUT, f"no answer within {timeout_s:g} s; the process group was killed")
+        if raw == b"":
+            self.proc.wait()
+            raise self._gone(Status.RUNTIME_ERROR, f"the process died ({self._exit_description()}){self._log_tail()}")
+        try:
+            reply = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
+                from None
+        if not isinstance(reply, dict):
+            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply")
+        if reply.get("fatal"):
+            self.kill()
+        return reply
+
+    def _exit_description(self) -> str:
+        code = self.proc.returncode
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code} before answering"
+
+    def _log_tail(self) -> str:
+        try:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return f": {lines[-1].strip()[:300]}" if lines else ""
+
+    def _gone(self, status: Status, reason: str) -> WorkerGone:
+        self.kill()
+        return WorkerGone(status, reason)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        else:
+            try:  # children the candidate left behind in its group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.conn.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.conn.send_bytes(b'{"op": "exit"}')
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _PriorityGate:
+    """One holder at a time; waiters are served highest priority first, then in arrival order."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiting: list[tuple[int, int, anyio.Event]] = []
+        self._order = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        if not self._busy and not self._waiting:
+            self._busy = True
+            return
+        event = anyio.Event()
+        entry = (-priority, next(self._order), event)
+        heapq.heappush(self._waiting, entry)
+        try:
+            await event.wait()
+        except BaseException:
+            if entry in self._waiting:
+                self._waiting.remove(entry)
+                heapq.heapify(self._waiting)
+            elif event.is_set():
+                self.release()
+            raise
+
+    def release(self) -> None:
+        if self._waiting:
+            _, _, event = heapq.heappop(self._waiting)
+            event.set()
+        else:
+            self._busy = False
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+
+class _DeviceSlot:
+    def __init__(self, device: str, gpu: int | None, scratch_root: Path, spare: bool):
+        self.device, self.gpu, self.scratch_root, self.want_spare = device, gpu, scratch_root, spare
+        self.gate = _PriorityGate()
+        self.judge = self._start("judge")
+        self.candidate = self._start("candidate")
+        self.spare = self._start("candidate") if spare else None
+
+    def _start(self, role: str) -> WorkerProcess:
+        return WorkerProcess(role, self.device, self.gpu, self.scratch_root)
+
+    def replace_candidate(self) -> None:
+        self.candidate.close()
+        if self.spare is not None:
+            self.candidate, self.spare = self.spare, self._start("candidate")
+        else:
+            self.candidate = self._start("candidate")
+
+    def replace_judge(self) -> None:
+        self.judge.close()
+        self.judge = self._start("judge")
+
+    def close(self) -> None:
+        for worker in (self.judge, self.candidate, self.spare):
+            if worker is not None:
+                worker.close()
+
+
+class EvaluationPool:
+    def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
+                 workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0):
+        self.device = device
+        self.workload_timeout_s = workload_timeout_s
+        self.load_timeout_s = load_timeout_s
+        self._root = Path(tempfile.mkdtemp(prefix="kernelfleet-eval-"))
+        self._network_prefix = sandbox.network_isolation_prefix()
+        ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
+        self._slots = [_DeviceSlot(device, gpu, self._root, spare) for gpu in ids]
+        self._next = itertools.count()
+
+    async def __aenter__(self) -> EvaluationPool:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for slot in self._slots:
+            slot.close()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    async def wait_ready(self) -> None:
+        for slot in self._slots:
+            await slot.judge.wait_ready()
+            await slot.candidate.wait_ready()
+
+    def _pick_slot(self) -> _DeviceSlot:
+        return min(self._slots, key=lambda s: (s.gate.queued + s.gate._busy, next(self._next)))
+
+    async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
+        slot = self._pick_slot()
+        await slot.gate.acquire(priority)
+        try:
+            return await self._evaluate(slot, job)
+        finally:
+            slot.gate.release()
+
+    async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
+        started = time.monotonic()
+        protections = sandbox.protections(self._network_prefix)
+        indices = job.workloads if job.workloads is not None else tuple(range(len(job.problem.workloads)))
+        base_seed = secrets.randbits(31)
+        seeds = [base_seed + i for i in range(job.rounds)]
+        exchange = Path(tempfile.mkdtemp(prefix="exchange-", dir=self._root))
+        common = {"problem_dir": str(Path(job.problem.path).resolve()), "blob_roots": list(job.blob_roots)}
+
+        def finish(workloads: list[WorkloadVerdict]) -> Verdict:
+            shutil.rmtree(exchange, ignore_errors=True)
+            status, reason = overall(tuple(workloads))
+            return Verdict(status, reason, tuple(workloads), protections, time.monotonic() - started)
+
+        try:
+            loaded = await slot.candidate.request(
+                {"op": "load", **common, "solution": solution_to_dict(job.solution),
+                 "solution_dir": str(Path(job.solution_dir).resolve())}, self.load_timeout_s)
+        except WorkerGone as gone:
+            slot.replace_candidate()
+            return finish([WorkloadVerdict(indices[0] if indices else 0, gone.status, gone.reason)])
+        if loaded.get("status") != "ok":
+            slot.replace_candidate()  # a failed import may have left anything behind
+            status = Status(loaded.get("status", "RUNTIME_ERROR"))
+            return finish([WorkloadVerdict(indices[0] if indices else 0, status, str(loaded.get("reason", "")))])
+
+        results: list[WorkloadVerdict] = []
+        for index in indices:
+            workload = job.problem.workloads[index]
+            if workload.unavailable:
+                results.append(WorkloadVerdict(index, Status.UNAVAILABLE, workload.unavailable))
+                continue
+            verdict, process_fault = await self._evaluate_workload(slot, job, index, seeds, exchange, common)
+            results.append(verdict)
+            if process_fault:
+                break
+        else:
+            return finish(results)
+        return finish(results)
+
+    async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
+                                 exchange: Path, common: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
+        try:
+            ref = await slot.judge.request({"op": "reference", **common, "workload": index, "seeds": seeds},
+                                           self.workload_timeout_s)
+        except WorkerGone as gone:
+            slot.replace_judge()
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, f"reference: {gone.reason}"), False
+        if ref.get("status") != "ok":
+            if ref.get("fatal"):
+                slot.replace_judge()
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, str(ref.get("reason", ""))), False
+
+        timing = asdict(job.timing) if job.timing is not None else None
+        try:
+            ran = await slot.candidate.request(
+                {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange), "timing": timing},
+                self.workload_timeout_s)
+        except WorkerGone as gone:
+            slot.replace_candidate()
+            return WorkloadVerdict(index, gone.status, gone.reason), True
+        if ran.get("status") != "ok":
+            fatal = bool(ran.get("fatal"))
+            if fatal or ran.get("status") == "REWARD_HACK":
+                slot.replace_candidate()
+            return WorkloadVerdict(index, _status(ran.get("status")), str(ran.get("reason", ""))), fatal
+
+        try:
+            checked = await slot.judge.request(
+                {"op": "check", **common, "workload": index, "files": ran.get("files", {}),
+                 "spot": ran.get("spot", [])}, self.workload_timeout_s)
+        except WorkerGone as gone:
+            slot.replace_judge()
+            return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}"), False
+        errors = ErrorStats(**checked["errors"]) if isinstance(checked.get("errors"), dict) else ErrorStats()
+        timing_result = _timing(ran.get("timing"))
+        status = _status(checked.get("status"))
+        reason = str(checked.get("reason", ""))
+        if status is Status.PASSED and timing_result and job.sol_ms and index in job.sol_ms \
+                and timing_result.median_ms < job.sol_ms[index]:
+            status = Status.REWARD_HACK
+            reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under the speed-of-light bound "
+                      f"{job.sol_ms[index] * 1e3:.2f} us: physically impossible")
+        return WorkloadVerdict(index, status, reason, errors, timing_result), False
+
+
+def _status(value: Any) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        return Status.RUNTIME_ERROR
+
+
+def _timing(fields: Any) -> Timing | None:
+    if not isinstance(fields, dict):
+        return None
+    try:
+        return Timing(float(fields["median_ms"]), float(fields["spread"]), int(fields["calls"]), str(fields["method"]))
+    except (KeyError, TypeError, ValueError):
+        return None

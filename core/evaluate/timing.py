@@ -1,0 +1,119 @@
+"""Timing a call the way kernels should be timed: warm-up, L2 flushed before each call, rotated inputs, adaptive
+repetition, median and spread; all streams covered by a device-wide check.
+
+Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does). A second,
+shorter pass brackets each call with a device-wide synchronisation; when that pass is clearly slower, work ran
+outside the current stream and its figures are reported instead, with the method saying so.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from core.evaluate.verdict import Timing
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    warmup_calls: int = 3
+    min_calls: int = 10
+    max_calls: int = 1000
+    target_seconds: float = 0.1  # of measured time per workload; short kernels get more calls
+    device_check_calls: int = 10
+    flush_bytes: int | None = None  # None: at least twice the device's L2 (256 MiB floor)
+
+
+def quantiles(times: list[float]) -> tuple[float, float]:
+    """(median, interquartile range / median)."""
+    median = statistics.median(times)
+    if len(times) < 4 or median <= 0:
+        return median, 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return median, (q3 - q1) / median
+
+
+class L2Flush:
+    """Writes a buffer at least twice the L2's size, so no call finds the previous call's data in cache."""
+
+    def __init__(self, device: torch.device, nbytes: int | None = None):
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+        self.buffer = torch.empty(max(nbytes or 0, 2 * l2, 256 << 20), dtype=torch.int8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
+              policy: TimingPolicy = TimingPolicy()) -> Timing:
+    """Time ``call(i)`` for i = 0, 1, 2, ...; ``prepare(i)`` (untimed) stages the inputs of call i beforehand."""
+    flush = L2Flush(device, policy.flush_bytes)
+    for i in range(policy.warmup_calls):
+        prepare(i)
+        call(i)
+    torch.cuda.synchronize(device)
+
+    # Estimate one call's time to size the run, then measure.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    prepare(0)
+    flush()
+    start.record()
+    call(0)
+    end.record()
+    torch.cuda.synchronize(device)
+    estimate_s = max(start.elapsed_time(end) / 1e3, 1e-6)
+    calls = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
+
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    for i in range(calls):
+        prepare(i)
+        flush()
+        starts[i].record()
+        call(i)
+        ends[i].record()
+    torch.cuda.synchronize(device)
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    median, spread = quantiles(times)
+
+    device_times = []
+    for i in range(policy.device_check_calls):
+        prepare(i)
+        flush()
+        torch.cuda.synchronize(device)
+        starts[i].record()
+        call(i)
+        torch.cuda.synchronize(device)
+        ends[i].record()
+        ends[i].synchronize()
+        device_times.append(starts[i].elapsed_time(ends[i]))
+    device_median, device_spread = quantiles(device_times)
+    # A device-wide synchronisation adds a few microseconds of host latency; far more means unseen work.
+    if device_median > 1.5 * median + 0.05:
+        return Timing(device_median, device_spread, len(device_times),
+                      "cuda events around a device-wide synchronisation (work seen outside the current stream)")
+    return Timing(median, spread, calls, "cuda events per call, L2 flushed, device-wide check")
+
+
+def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],
+             policy: TimingPolicy = TimingPolicy()) -> Timing:
+    for i in range(policy.warmup_calls):
+        prepare(i)
+        call(i)
+    prepare(0)
+    began = time.perf_counter()
+    call(0)
+    estimate_s = max(time.perf_counter() - began, 1e-6)
+    calls = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
+    times = []
+    for i in range(calls):
+        prepare(i)
+        began = time.perf_counter()
+        call(i)
+        times.append((time.perf_counter() - began) * 1e3)
+    median, spread = quantiles(times)
+    return Timing(median, spread, calls, "wall clock per call (cpu)")

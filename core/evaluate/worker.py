@@ -1,0 +1,453 @@
+"""Evaluation worker processes, started as ``python -m core.evaluate.worker ROLE DEVICE FD``.
+
+Two roles, one process each per device:
+
+- ``candidate`` loads a candidate and calls it: correctness rounds on fresh seeded inputs, then timing. It writes
+  what the candidate produced to files and reports how the calls went. It never sees a reference output.
+- ``judge`` never runs candidate code. It makes the same inputs from the same seeds, runs the reference, and
+  compares the candidate's files with its own outputs. Keeping the reference's outputs in another process means a
+  candidate cannot replay them from memory, and the pass/fail decision is out of its reach.
+
+Requests and replies are JSON over a private socket (the FD argument), never stdout or stderr, which the
+candidate can write to: the candidate process sends both to a log file in its scratch folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+FATAL_CUDA_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
+                      "illegal instruction", "device-side assert", "an illegal", "CUDA error: unknown error")
+
+
+class WorkerFatal(Exception):
+    """The process can no longer be trusted to run another job (e.g. a broken CUDA context)."""
+
+
+def main(argv: list[str]) -> int:
+    role, device, fd = argv[0], argv[1], int(argv[2])
+    conn = Connection(fd)
+    if role == "candidate":
+        log = os.open("candidate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.init()
+        torch.empty(1, device=device)
+    handler = CandidateHarness(device) if role == "candidate" else Judge(device)
+    conn.send_bytes(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        try:
+            request = json.loads(conn.recv_bytes())
+        except EOFError:
+            return 0
+        if request.get("op") == "exit":
+            return 0
+        try:
+            reply = handler.handle(request)
+        except WorkerFatal as fatal:
+            conn.send_bytes(json.dumps({"status": "RUNTIME_ERROR", "reason": str(fatal), "fatal": True}).encode())
+            return 3
+        conn.send_bytes(json.dumps(reply).encode())
+
+
+# ------------------------------------------------------------------ shared helpers
+
+
+def _exception_line(exc: BaseException, prefer_file: str | None = None) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    chosen = [f for f in frames if prefer_file and f.filename.startswith(prefer_file)] or frames[-1:]
+    where = f" ({Path(chosen[-1].filename).name}:{chosen[-1].lineno})" if chosen else ""
+    return f"{type(exc).__name__}: {message[:300]}{where}"
+
+
+def _is_fatal_cuda(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in FATAL_CUDA_MARKERS)
+
+
+# ------------------------------------------------------------------ candidate side
+
+
+class _Watch:
+    """Identities of the functions the harness relies on, captured before any candidate code is imported."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from core.evaluate import timing
+        from core.problem import inputs
+
+        self.items: dict[str, tuple[Any, Any, Any]] = {}
+        for label, owner, name in [
+            ("torch.cuda.synchronize", torch.cuda, "synchronize"),
+            ("torch.cuda.Event", torch.cuda, "Event"),
+            ("torch.cuda.Event.record", torch.cuda.Event, "record"),
+            ("torch.cuda.Event.elapsed_time", torch.cuda.Event, "elapsed_time"),
+            ("torch.save", torch, "save"),
+            ("torch.equal", torch, "equal"),
+            ("time.perf_counter", time, "perf_counter"),
+            ("json.dumps", json, "dumps"),
+            ("timing.time_cuda", timing, "time_cuda"),
+            ("timing.time_cpu", timing, "time_cpu"),
+            ("timing.quantiles", timing, "quantiles"),
+            ("timing.L2Flush.__call__", timing.L2Flush, "__call__"),
+            ("inputs.make_inputs", inputs, "make_inputs"),
+            ("CandidateHarness._call", CandidateHarness, "_call"),
+            ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
+        ]:
+            value = getattr(owner, name)
+            self.items[label] = (owner, name, (value, getattr(value, "__code__", None)))
+
+    def tampered(self) -> list[str]:
+        changed = []
+        for label, (owner, name, (value, code)) in self.items.items():
+            current = getattr(owner, name, None)
+            if current is not value or getattr(current, "__code__", None) is not code:
+                changed.append(label)
+        return changed
+
+
+def _child_pids() -> set[int]:
+    me, children = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            children.add(int(entry))
+    return children
+
+
+class CandidateHarness:
+    def __init__(self, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.watch = _Watch()
+        self.problem = None
+        self.entry = None
+        self.dps = True
+        self.solution_dir = ""
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "load":
+            return self._load(request)
+        if op == "run":
+            return self._run(request)
+        raise ValueError(f"unknown op {op!r}")
+
+    def _load(self, request: dict[str, Any]) -> dict[str, Any]:
+        from core.problem.load import load_problem
+        from core.solution.io import parse_solution
+        from core.solution.loader import load_entry
+
+        self.problem = load_problem(request["problem_dir"], [Path(p) for p in request.get("blob_roots", [])])
+        solution = parse_solution(request["solution"])
+        self.dps = solution.spec.destination_passing_style
+        self.solution_dir = str(Path(request["solution_dir"]).resolve())
+        try:
+            self.entry = load_entry(request["solution_dir"], solution)
+        except Exception as exc:  # noqa: BLE001 - any import failure of candidate code is its result
+            return {"status": "RUNTIME_ERROR", "reason": "could not load the solution: "
+                    + _exception_line(exc, self.solution_dir)}
+        tampered = self.watch.tampered()
+        if tampered:
+            return {"status": "REWARD_HACK", "reason": f"importing the solution replaced {', '.join(tampered)}"}
+        return {"status": "ok"}
+
+    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
+        from core.problem.inputs import make_inputs
+
+        torch = self.torch
+        workload = self.problem.workloads[request["workload"]]
+        exchange = Path(request["exchange_dir"])
+        seeds: list[int] = request["seeds"]
+        input_sets, files = [], {}
+        for seed in seeds:
+            inputs = make_inputs(self.problem, workload, self.device, seed)
+            outputs = self._allocate_outputs(workload) if self.dps else None
+            failure = self._call_checked(inputs, outputs)
+            if failure:
+                return failure
+            produced = outputs if self.dps else self._last_result
+            files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
+            input_sets.append(inputs)
+        reply: dict[str, Any] = {"status": "ok", "files": files, "spot": []}
+        if request.get("timing") is not None:
+            try:
+                timing, spot = self._time(workload, input_sets, seeds, request["timing"], exchange)
+            except WorkerFatal:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                if _is_fatal_cuda(exc):
+                    raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
+                return {"status": "RUNTIME_ERROR", "reason": "during timing: " + _exception_line(exc, self.solution_dir)}
+            tampered = self.watch.tampered()
+            if tampered:
+                return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+            reply.update(timing=timing, spot=spot)
+        return reply
+
+    def _allocate_outputs(self, workload) -> dict[str, Any]:
+        from core.problem.dtypes import torch_dtype
+
+        outputs = {}
+        for name, spec in self.problem.definition.outputs.items():
+            shape = self.problem.definition.shape_of(spec, workload.resolved_axes)
+            tensor = self.torch.empty(shape or (), dtype=torch_dtype(spec.dtype), device=self.device)
+            outputs[name] = tensor
+        self._poison(outputs)
+        return outputs
+
+    def _poison(self, outputs: dict[str, Any]) -> None:
+        """Fill outputs with values no correct kernel writes, so unwritten elements fail the comparison."""
+        torch = self.torch
+        for tensor in outputs.values():
+            if tensor.dtype.is_floating_point and tensor.element_size() >= 2:
+                tensor.fill_(float("nan"))
+            elif tensor.dtype in (torch.float8_e4m3fn,):
+                tensor.view(torch.uint8).fill_(0x7F)  # NaN in e4m3fn
+            elif tensor.dtype == torch.bool:
+                tensor.fill_(True)
+            elif tensor.element_size() >= 1 and not tensor.dtype.is_floating_point:
+                tensor.fill_(torch.iinfo(tensor.dtype).min if tensor.dtype != torch.uint8 else 0xFF)
+            else:
+                tensor.view(torch.uint8).fill_(0xFF)
+
+    def _call(self, args: list[Any]) -> Any:
+        return self.entry(*args)
+
+    def _call_checked(self, inputs: dict[str, Any], outputs: dict[str, Any] | None) -> dict[str, Any] | None:
+        torch = self.torch
+        before = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor)}
+        threads_before = set(threading.enumerate())
+        children_before = _child_pids()
+        args = list(inputs.values()) + (list(outputs.values()) if outputs is not None else [])
+        try:
+            result = self._call(args)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001 - a failing candidate is a result, not our error
+            if _is_fatal_cuda(exc):
+                raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
+            return {"status": "RUNTIME_ERROR", "reason": _exception_line(exc, self.solution_dir)}
+        return self._check_after_call(inputs, before, outputs, result, threads_before, children_before)
+
+    def _check_after_call(self, inputs, before, outputs, result, threads_before, children_before):
+        from core.problem.reference import OutputMismatch, outputs_by_name
+
+        torch = self.torch
+        if outputs is None:
+            try:
+                produced = outputs_by_name(self.problem.definition, result)
+            except OutputMismatch as exc:
+                return {"status": "INCORRECT_SHAPE", "reason": str(exc)}
+            self._last_result = produced
+        else:
+            produced = outputs
+        for name, value in produced.items():
+            if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+                return {"status": "REWARD_HACK",
+                        "reason": f"output {name} is a {type(value).__name__}, not a plain torch.Tensor"}
+        for name, original in before.items():
+            now = inputs[name]
+            if type(now) is not torch.Tensor or not _same_bits(now, original):
+                return {"status": "RUNTIME_ERROR", "reason": f"the call modified input {name}"}
+        lingering = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+        if lingering:
+            return {"status": "REWARD_HACK",
+                    "reason": f"the call left {len(lingering)} thread(s) running ({lingering[0].name})"}
+        new_children = _child_pids() - children_before
+        if new_children:
+            return {"status": "REWARD_HACK", "reason": f"the call left {len(new_children)} process(es) running"}
+        tampered = self.watch.tampered()
+        if tampered:
+            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+        return None
+
+    def _save(self, produced: dict[str, Any], path: Path) -> str:
+        torch = self.torch
+        payload = {}
+        for name, value in produced.items():
+            if isinstance(value, torch.Tensor):
+                payload[name] = value.detach().to("cpu").clone()
+            elif isinstance(value, (int, float, bool)):
+                payload[name] = value
+            else:
+                payload[name] = f"<{type(value).__name__}>"
+        torch.save(payload, path)
+        return str(path)
+
+    def _time(self, workload, input_sets, seeds, policy_fields, exchange: Path):
+        """Time over rotated input sets staged into buffers whose count is coprime with the number of sets, so a
+        buffer holds different data on successive uses (defeating caches keyed by address); each buffer's last
+        outputs are kept for the judge to spot-check."""
+        from core.evaluate.timing import TimingPolicy, time_cpu, time_cuda
+
+        torch = self.torch
+        sets = len(input_sets)
+        slots = 2 if sets % 2 else 3 if sets % 3 else sets + 1
+        staged = [{n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in input_sets[0].items()}
+                  for _ in range(slots)]
+        outs = [self._allocate_outputs(workload) if self.dps else None for _ in range(slots)]
+        returned: list[Any] = [None] * slots
+        last_set = [0] * slots
+
+        def prepare(i: int) -> None:
+            slot, source = i % slots, input_sets[i % sets]
+            for name, value in source.items():
+                if isinstance(value, torch.Tensor):
+                    staged[slot][name].copy_(value)
+                else:
+                    staged[slot][name] = value
+            if outs[slot] is not None:
+                self._poison(outs[slot])
+            last_set[slot] = i % sets
+
+        def call(i: int) -> None:
+            slot = i % slots
+            args = list(staged[slot].values()) + (list(outs[slot].values()) if outs[slot] is not None else [])
+            returned[slot] = self._call(args)
+
+        policy = TimingPolicy(**policy_fields)
+        if self.device.type == "cuda":
+            timing = time_cuda(call, prepare, self.device, policy)
+            torch.cuda.synchronize(self.device)
+        else:
+            timing = time_cpu(call, prepare, policy)
+        spot = []
+        for slot in range(slots):
+            if self.dps:
+                produced = outs[slot]
+            else:
+                from core.problem.reference import outputs_by_name
+
+                produced = outputs_by_name(self.problem.definition, returned[slot])
+            seed = seeds[last_set[slot]]
+            spot.append([seed, self._save(produced, exchange / f"w{workload.index}_timed{slot}_s{seed}.pt")])
+        return {"median_ms": timing.median_ms, "spread": timing.spread, "calls": timing.calls,
+                "method": timing.method}, spot
+
+
+def _same_bits(a, b) -> bool:
+    import torch
+
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+
+
+# ------------------------------------------------------------------ judge side
+
+
+class Judge:
+    def __init__(self, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.problems: dict[str, Any] = {}
+        self.references: dict[str, Any] = {}
+        self.expected: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "reference":
+            return self._reference(request)
+        if op == "check":
+            return self._check(request)
+        raise ValueError(f"unknown op {op!r}")
+
+    def _problem(self, request):
+        from core.problem.load import load_problem
+        from core.problem.reference import compile_reference
+
+        key = request["problem_dir"]
+        if key not in self.problems:
+            self.problems[key] = load_problem(key, [Path(p) for p in request.get("blob_roots", [])])
+            self.references[key] = compile_reference(self.problems[key].definition)
+        return self.problems[key], self.references[key]
+
+    def _reference(self, request: dict[str, Any]) -> dict[str, Any]:
+        from core.problem.inputs import make_inputs
+        from core.problem.reference import check_outputs, outputs_by_name
+
+        torch = self.torch
+        self.expected.clear()
+        try:
+            problem, reference = self._problem(request)
+            workload = problem.workloads[request["workload"]]
+            for seed in request["seeds"]:
+                inputs = make_inputs(problem, workload, self.device, seed, reference)
+                with torch.no_grad():
+                    outputs = outputs_by_name(problem.definition, reference.run(*inputs.values()))
+                mismatches = check_outputs(problem.definition, outputs, workload.resolved_axes)
+                if mismatches:
+                    return {"status": "INVALID_REFERENCE", "reason": "; ".join(mismatches)}
+                self.expected[(workload.index, seed)] = outputs
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001 - a broken reference is a verdict, not a crash
+            if _is_fatal_cuda(exc):
+                raise WorkerFatal("reference: " + _exception_line(exc)) from None
+            return {"status": "INVALID_REFERENCE", "reason": _exception_line(exc, "<reference of")}
+        return {"status": "ok"}
+
+    def _check(self, request: dict[str, Any]) -> dict[str, Any]:
+        from core.evaluate.compare import compare_output, worst
+
+        problem, _ = self._problem(request)
+        workload = problem.workloads[request["workload"]]
+        all_stats = []
+        checks = [(int(s), path, False) for s, path in request["files"].items()]
+        checks += [(int(s), path, True) for s, path in request.get("spot", [])]
+        for seed, path, timed in checks:
+            expected = self.expected.get((workload.index, seed))
+            if expected is None:
+                return {"status": "RUNTIME_ERROR", "reason": f"no reference for seed {seed}"}
+            try:
+                produced = self.torch.load(path, map_location=self.device, weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - a hostile or truncated file is a failed attempt
+                return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {_exception_line(exc)}"}
+            if not isinstance(produced, dict):
+                return {"status": "RUNTIME_ERROR", "reason": "outputs file is not a mapping"}
+            for name, ref in expected.items():
+                comparison = compare_output(name, produced.get(name), ref, workload.tolerance)
+                all_stats.append(comparison.stats)
+                if comparison.status.value != "PASSED":
+                    if timed:
+                        return {"status": "REWARD_HACK", "reason": "a timed call produced wrong output, while the "
+                                f"checked calls were right (caching across calls?): {comparison.reason}",
+                                "errors": _stats(worst(all_stats))}
+                    return {"status": comparison.status.value, "reason": comparison.reason,
+                            "errors": _stats(worst(all_stats))}
+        return {"status": "PASSED", "errors": _stats(worst(all_stats))}
+
+
+def _stats(stats) -> dict[str, Any]:
+    return {"max_abs_error": stats.max_abs_error, "max_rel_error": stats.max_rel_error,
+            "matched_ratio": stats.matched_ratio, "output": stats.output}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

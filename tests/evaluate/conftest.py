@@ -1,0 +1,98 @@
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from core.evaluate import EvaluationPool, TimingPolicy
+from core.evaluate.evaluate import evaluate_solution
+from core.problem import load_problem
+from core.solution.io import parse_solution
+
+REFERENCE = '''import torch
+
+@torch.no_grad()
+def run(x, weight, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.float()).to(x.dtype)
+'''
+
+QUICK = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=40, target_seconds=0.01, device_check_calls=3)
+
+
+@pytest.fixture(scope="session")
+def rmsnorm_problem(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("problems") / "norm" / "rmsnorm_eval"
+    folder.mkdir(parents=True)
+    definition = {
+        "name": "rmsnorm_eval", "description": "RMSNorm as in Llama-3.1-8B (small hidden size for tests).",
+        "axes": {"tokens": {"type": "var"}, "hidden": {"type": "const", "value": 256}},
+        "custom_inputs_entrypoint": None,
+        "inputs": {"x": {"shape": ["tokens", "hidden"], "dtype": "float32"},
+                   "weight": {"shape": ["hidden"], "dtype": "float32"},
+                   "eps": {"shape": None, "dtype": "float32"}},
+        "outputs": {"out": {"shape": ["tokens", "hidden"], "dtype": "float32"}},
+        "reference": REFERENCE,
+    }
+    (folder / "definition.json").write_text(json.dumps(definition))
+    lines = [{"uuid": f"u{i}", "axes": {"tokens": t},
+              "inputs": {"x": {"type": "random"}, "weight": {"type": "random"}, "eps": {"type": "scalar", "value": 1e-6}},
+              "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5}} for i, t in enumerate([8, 64])]
+    (folder / "workload.jsonl").write_text("\n".join(json.dumps(l) for l in lines) + "\n")
+    return load_problem(folder)
+
+
+def python_solution(source: str, dps: bool = True, name: str = "candidate"):
+    return parse_solution({
+        "name": name, "definition": "rmsnorm_eval", "author": "tests",
+        "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
+                 "destination_passing_style": dps},
+        "sources": [{"path": "main.py", "content": source}],
+    })
+
+
+HONEST_DPS = '''import torch
+
+def run(x, weight, eps, out):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    out.copy_(y * weight)
+'''
+
+HONEST_RETURNING = '''import torch
+
+def run(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+'''
+
+
+class PoolRunner:
+    """Runs evaluations on one CPU pool from synchronous tests (the pool lives in a long-lived event loop)."""
+
+    def __init__(self, **pool_options):
+        from anyio.from_thread import start_blocking_portal
+
+        self._portal_cm = start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self.pool = self.portal.call(lambda: _make_pool(pool_options))
+        self.portal.call(self.pool.wait_ready)
+
+    def evaluate(self, problem, solution, **options):
+        options.setdefault("timing", QUICK)
+        options.setdefault("rounds", 3)
+        return self.portal.call(lambda: evaluate_solution(self.pool, problem, solution, **options))
+
+    def close(self):
+        self.pool.close()
+        self._portal_cm.__exit__(None, None, None)
+
+
+async def _make_pool(options):
+    return EvaluationPool("cpu", **options)
+
+
+@pytest.fixture(scope="session")
+def cpu_pool():
+    runner = PoolRunner(workload_timeout_s=60)
+    yield runner
+    runner.close()

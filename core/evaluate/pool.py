@@ -259,10 +259,12 @@ class EvaluationPool:
             slot.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
-    async def wait_ready(self) -> None:
+    async def wait_ready(self, include_spares: bool = False) -> None:
         for slot in self._slots:
             await slot.judge.wait_ready()
             await slot.candidate.wait_ready()
+            if include_spares and slot.spare is not None:
+                await slot.spare.wait_ready()
 
     def _pick_slot(self) -> _DeviceSlot:
         return min(self._slots, key=lambda s: (s.gate.queued + s.gate._busy, next(self._next)))

@@ -19,6 +19,8 @@ HANG = '''def run(x, weight, eps, out):
 
 
 def test_segfault_costs_one_attempt_and_next_job_starts_fresh_within_2s(cpu_pool, rmsnorm_problem):
+    # The spare warms up in the background; earlier tests in this session may have just consumed it.
+    cpu_pool.portal.call(lambda: cpu_pool.pool.wait_ready(include_spares=True))
     crashed = cpu_pool.evaluate(rmsnorm_problem, python_solution(SEGFAULT), workloads=(0,))
     assert crashed.status is Status.RUNTIME_ERROR and "SIGSEGV" in crashed.reason
     began = time.monotonic()

@@ -25,7 +25,7 @@ async def evaluate_solution(pool: EvaluationPool, problem: Problem, solution: So
     started = time.monotonic()
     first = (workloads or (0,))[0]
     try:
-        prepared = await prepare(solution, build_service)
+        prepared = await prepare(solution, build_service or BuildService())
     except SpecError as exc:
         return Verdict(Status.COMPILE_ERROR, str(exc), (WorkloadVerdict(first, Status.COMPILE_ERROR, str(exc)),),
                        seconds=time.monotonic() - started)

@@ -203,6 +203,9 @@ class CandidateHarness:
             tampered = self.watch.tampered()
             if tampered:
                 return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+            pinned = self._check_persisting_l2()
+            if pinned:
+                return pinned
             reply.update(timing=timing, spot=spot)
         return reply
 
@@ -281,6 +284,16 @@ class CandidateHarness:
         tampered = self.watch.tampered()
         if tampered:
             return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+        return self._check_persisting_l2()
+
+    def _check_persisting_l2(self) -> dict[str, Any] | None:
+        """Data pinned in persisting L2 would survive our flush and make timed calls faster than they are."""
+        if self.device.type != "cuda":
+            return None
+        reserved = _persisting_l2_limit()
+        if reserved:
+            return {"status": "REWARD_HACK",
+                    "reason": f"the candidate reserved {reserved} bytes of persisting L2 cache"}
         return None
 
     def _save(self, produced: dict[str, Any], path: Path) -> str:
@@ -345,6 +358,20 @@ class CandidateHarness:
             spot.append([seed, self._save(produced, exchange / f"w{workload.index}_timed{slot}_s{seed}.pt")])
         return {"median_ms": timing.median_ms, "spread": timing.spread, "calls": timing.calls,
                 "method": timing.method}, spot
+
+
+_PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
+
+
+def _persisting_l2_limit() -> int:
+    try:
+        from cupy.cuda import runtime
+    except ImportError:
+        return 0
+    try:
+        return int(runtime.deviceGetLimit(_PERSISTING_L2_LIMIT))
+    except Exception:  # noqa: BLE001 - a device without the limit has nothing pinned
+        return 0
 
 
 def _same_bits(a, b) -> bool:

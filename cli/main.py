@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import problems_cmd
+from cli import eval_cmd, problems_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     problems_cmd.register(commands)
+    eval_cmd.register(commands)
     return parser
 
 

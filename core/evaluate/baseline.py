@@ -255,7 +255,7 @@ def measure_workload(problem: Problem, index: int, device, policy: TimingPolicy 
         return result.replace(compile_reason=compile_skip_reason or "torch.compile not attempted"), False
 
     compiled_fn, compile_seconds, reason, abandoned = _compile_and_warm(
-        problem, sets[0], device, compile_timeout_s, compile_fn)
+        problem, sets, device, compile_timeout_s, compile_fn)
     if compiled_fn is None:
         return result.replace(compile_reason=reason), abandoned
     result = result.replace(compile_seconds=compile_seconds)
@@ -277,9 +277,13 @@ def measure_workload(problem: Problem, index: int, device, policy: TimingPolicy 
     return result, False
 
 
-def _compile_and_warm(problem: Problem, inputs: dict[str, Any], device, timeout_s: float,
+def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device, timeout_s: float,
                       compile_fn: Callable[..., Any] | None):
-    """``(compiled function, seconds, reason, abandoned)``; the function is None when compiling failed."""
+    """``(compiled function, seconds, reason, abandoned)``; the function is None when compiling failed.
+
+    The warm-up calls the compiled function once on every input set: dynamo specialises on Python scalar inputs,
+    so sets whose scalars differ each compile their own graph, and all of that must happen here, within the
+    bound and outside the timing."""
     import torch
 
     torch._dynamo.reset()
@@ -294,7 +298,8 @@ def _compile_and_warm(problem: Problem, inputs: dict[str, Any], device, timeout_
     def warm() -> None:
         try:
             with torch.no_grad():  # grad mode is per thread; dynamo guards on it
-                compiled(*inputs.values())
+                for inputs in input_sets:
+                    compiled(*inputs.values())
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting thread
@@ -387,10 +392,11 @@ def _reraise_fatal(exc: BaseException) -> None:
 def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's ``baseline`` op: one workload's T_b, from the cache or measured (then cached).
 
-    Request: ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy fields or None for
-    the default), ``input_sets``, ``compile`` (bool), ``compile_timeout_s``, ``compile_skip_reason``,
-    ``use_cache``. Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true`` when a compile was
-    abandoned, ``{"status": "error", "reason": ...}`` when the problem cannot be loaded, or a fatal reply.
+    Request (see ``request_for``): ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy
+    fields, or None for the default), ``input_sets``, ``compile``, ``compile_timeout_s``, ``compile_skip_reason``,
+    ``compile_attempted``, ``use_cache``. Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true``
+    when a compile was abandoned (its thread still runs), ``{"status": "error", "reason": ...}`` when the problem
+    cannot be loaded, or a fatal reply when the device context broke.
     """
     import torch
 
@@ -399,9 +405,11 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a broken problem is a result, not a crash
         return {"status": "error", "reason": f"reference: {_one_line(exc)}"}
     index = int(request["workload"])
+    if not 0 <= index < len(problem.workloads):
+        return {"status": "error", "reason": f"no workload {index} ({len(problem.workloads)} workloads)"}
     policy = TimingPolicy(**request["timing"]) if request.get("timing") else TimingPolicy()
     input_sets = int(request.get("input_sets") or DEFAULT_INPUT_SETS)
-    want_compile = bool(request.get("compile", True))
+    try_compile = bool(request.get("compile", True))
     device = judge.device
     name = device_name(device)
     try:
@@ -410,14 +418,16 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         return {"status": "error", "reason": f"cannot read the problem files: {exc}"}
     cache = BaselineCache()
     if request.get("use_cache", True):
-        found = cache.lookup(key, index, policy, input_sets, want_compile)
+        found = cache.lookup(key, index, policy, input_sets, try_compile)
         if found is not None:
             return {"status": "ok", "baseline": found.to_dict()}
+    attempted = request.get("compile_attempted")
     try:
         result, abandoned = measure_workload(
-            problem, index, device, policy, reference=reference, input_sets=input_sets, compile=want_compile,
+            problem, index, device, policy, reference=reference, input_sets=input_sets, try_compile=try_compile,
             compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
-            compile_skip_reason=str(request.get("compile_skip_reason", "")))
+            compile_skip_reason=str(request.get("compile_skip_reason", "")),
+            compile_attempted=None if attempted is None else bool(attempted))
     except FatalDeviceError as exc:
         return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
     if result.ok:
@@ -429,16 +439,24 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None, compile_timeout_s: float,
-                compile_skip_reason: str = "", use_cache: bool = True, input_sets: int = DEFAULT_INPUT_SETS,
+def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
+                compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_failure: str = "",
+                use_cache: bool = True, input_sets: int = DEFAULT_INPUT_SETS,
                 blob_roots: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The message the pool sends to a judge for one workload."""
+    """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile;
+    ``compile_failure`` says a compile was already tried and failed outside the judge (it was killed), so the
+    judge measures eager only and records that reason."""
+    skip = compile_failure or ("" if compile_timeout_s > 0 else "torch.compile skipped (compile timeout 0)")
     return {"op": "baseline", "problem_dir": str(Path(problem.path).resolve()), "blob_roots": list(blob_roots),
             "workload": index, "timing": asdict(timing) if timing is not None else None, "input_sets": input_sets,
-            "compile": compile_timeout_s > 0 and not compile_skip_reason, "compile_timeout_s": compile_timeout_s,
-            "compile_skip_reason": compile_skip_reason or ("" if compile_timeout_s > 0 else
-                                                           "torch.compile skipped (compile timeout 0)"),
-            "use_cache": use_cache}
+            "compile": not skip, "compile_timeout_s": compile_timeout_s, "compile_skip_reason": skip,
+            "compile_attempted": True if compile_failure else None, "use_cache": use_cache}
+
+
+def reply_timeout_s(compile_timeout_s: float, measure_timeout_s: float) -> float:
+    """How long the pool waits for a judge's baseline reply before killing it: the compile bound plus two
+    measurements (eager and compiled) and their inputs."""
+    return max(compile_timeout_s, 0.0) + 2 * measure_timeout_s + 30.0
 
 
 def from_reply(problem: Problem, index: int, reply: Mapping[str, Any]) -> WorkloadBaseline:
@@ -451,3 +469,7 @@ def from_reply(problem: Problem, index: int, reply: Mapping[str, Any]) -> Worklo
         except TypeError:
             pass
     return WorkloadBaseline(index=index, uuid=uuid, error=str(reply.get("reason") or "the judge sent no baseline"))
+
+
+def failed(problem: Problem, index: int, reason: str) -> WorkloadBaseline:
+    return WorkloadBaseline(index=index, uuid=problem.workloads[index].uuid, error=reason)

@@ -72,7 +72,7 @@ class WorkerProcess:
             env = sandbox.scrubbed_environment(env, str(self.scratch))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH", "")]))
         if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+            env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(gpu)
         elif device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         prefix = sandbox.network_isolation_prefix() if role == "candidate" else ()
@@ -277,6 +277,47 @@ class EvaluationPool:
         finally:
             slot.gate.release()
 
+    async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
+                       timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
+                       use_cache: bool = True, blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
+        """T_b per workload (``core.evaluate.baseline.WorkloadBaseline``, in the order given), measured by a judge
+        (cached on disk per GPU model) under the slot's gate, one workload at a time. ``timing`` must be the policy
+        candidates are timed with (None: the default). A judge that abandons a compile, breaks or stops answering
+        is replaced; one lost while compiling is asked again with torch.compile off, and the reason recorded."""
+        from core.evaluate import baseline as tb
+
+        indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
+        slot = self._pick_slot()
+        results = []
+        for index in indices:
+            if problem.workloads[index].unavailable:
+                reason = f"workload unavailable: {problem.workloads[index].unavailable}"
+                results.append(tb.failed(problem, index, reason))
+                continue
+            compile_failure = ""
+            await slot.gate.acquire(priority)
+            try:
+                while True:
+                    request = tb.request_for(problem, index, timing=timing, compile_timeout_s=compile_timeout_s,
+                                             compile_failure=compile_failure, use_cache=use_cache,
+                                             blob_roots=blob_roots)
+                    try:
+                        reply = await slot.judge.request(
+                            request, tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
+                    except WorkerGone as gone:
+                        slot.replace_judge()
+                        if request["compile"]:  # most likely the compile: try once more without it
+                            compile_failure = f"torch.compile: the judge was lost ({gone.reason}); eager used"
+                            continue
+                        reply = {"status": "error", "reason": f"judge: {gone.reason}"}
+                    if reply.get("fatal") or reply.get("restart"):
+                        slot.replace_judge()
+                    break
+            finally:
+                slot.gate.release()
+            results.append(tb.from_reply(problem, index, reply))
+        return results
+
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
         started = time.monotonic()
         protections = sandbox.protections(self._network_prefix)
@@ -361,6 +402,12 @@ class EvaluationPool:
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under the speed-of-light bound "
                       f"{job.sol_ms[index] * 1e3:.2f} us: physically impossible")
         return WorkloadVerdict(index, status, reason, errors, timing_result), False
+
+
+def _physical_gpu(index: int) -> str:
+    """GPU ``index`` as this process sees it, translated through a CUDA_VISIBLE_DEVICES the user already set."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible[index] if index < len(visible) else str(index)
 
 
 def _status(value: Any) -> Status:

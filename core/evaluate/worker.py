@@ -403,15 +403,22 @@ class Judge:
             return self._reference(request)
         if op == "check":
             return self._check(request)
+        if op == "baseline":
+            from core.evaluate.baseline import handle_request
+
+            return handle_request(self, request)
         raise ValueError(f"unknown op {op!r}")
 
     def _problem(self, request):
         from core.problem.load import load_problem
         from core.problem.reference import compile_reference
 
-        key = request["problem_dir"]
+        folder = Path(request["problem_dir"])
+        # Keyed by content version too: a problem edited while the pool lives is loaded afresh.
+        key = f"{folder}:" + ":".join(str(f.stat().st_mtime_ns) for f in
+                                      (folder / "definition.json", folder / "workload.jsonl"))
         if key not in self.problems:
-            self.problems[key] = load_problem(key, [Path(p) for p in request.get("blob_roots", [])])
+            self.problems[key] = load_problem(folder, [Path(p) for p in request.get("blob_roots", [])])
             self.references[key] = compile_reference(self.problems[key].definition)
         return self.problems[key], self.references[key]
 

@@ -1,0 +1,304 @@
+"""`kernelfleet eval` as a user runs it: real subprocesses of `python -m cli.main eval ...`, their output and exit
+status. CPU only (the GPU test is marked); every run uses a private cache folder and a short timing policy."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
+
+HONEST = '''import torch
+
+def run(hidden_states, weight, eps, output):
+    x = hidden_states.float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    output.copy_((y * weight.float()).to(hidden_states.dtype))
+'''
+
+BROKEN_CU = '''extern "C" __global__ void rmsnorm_kernel(const float* x, float* out, int cols)
+{
+    int i = blockIdx.x * cols + threadIdx.x;
+    float v = x[i]
+    out[i] = v;
+}
+'''
+
+LAUNCHER = '''import numpy as np
+from core.solution.runtime import launch, load_module
+
+_kernel = load_module("rmsnorm.cu").get_function("rmsnorm_kernel")
+
+def run(hidden_states, weight, eps, output):
+    launch(_kernel, (hidden_states.shape[0],), (256,), (hidden_states, output, np.int32(hidden_states.shape[1])))
+'''
+
+
+def solution(source: str = HONEST, name: str = "rmsnorm_torch", **spec) -> dict:
+    return {"name": name, "definition": "001_rmsnorm_llama3_1_8b", "author": "tests",
+            "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run", **spec},
+            "sources": [{"path": "main.py", "content": source}]}
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kf-cache")
+
+
+def kernelfleet(cache_dir, *args, timeout=300):
+    env = {**os.environ, "KERNELFLEET_CACHE_DIR": str(cache_dir)}
+    env.pop("COLUMNS", None)
+    return subprocess.run([sys.executable, "-m", "cli.main", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def cpu_eval(cache_dir, solution_path, *extra):
+    # --compile-timeout 0: T_b from the eager reference only, so these runs take seconds, not minutes
+    # (torch.compile itself is covered by test_eval_baseline.py).
+    return kernelfleet(cache_dir, "eval", RMSNORM, "--solution", solution_path, "--device", "cpu",
+                       "--quick-timing", "--compile-timeout", "0", *extra)
+
+
+@pytest.fixture(scope="module")
+def honest_path(tmp_path_factory):
+    return write(tmp_path_factory.mktemp("solutions") / "honest.json", solution())
+
+
+@pytest.fixture(scope="module")
+def first_run(cache_dir, honest_path):
+    return cpu_eval(cache_dir, honest_path, "--workloads", "0,1")
+
+
+def test_pytorch_solution_passes_with_a_table(first_run):
+    result = first_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for header in ("axes", "status", "time", "spread", "T_b", "speedup", "T_sol", "SOL"):
+        assert header in out
+    rows = [line for line in out.splitlines() if "num_tokens=" in line]
+    assert len(rows) == 2 and all("PASSED" in row for row in rows), out
+    assert "num_tokens=7" in rows[0] and "num_tokens=128" in rows[1]
+    assert any(unit in rows[0] for unit in ("µs", " ms")) and "x" in rows[0]  # a time and a speedup
+    assert "T_b: faster of eager (e) and torch.compile (c) of the reference, measured now" in out
+    assert "T_sol unavailable: no speed-of-light model for the cpu device" in out
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("PASSED 2/2 workloads, geomean speedup ") and "SOL n/a" in summary
+
+
+def test_second_run_reports_cached_baseline_and_json_traces(first_run, cache_dir, honest_path):
+    assert first_run.returncode == 0
+    result = cpu_eval(cache_dir, honest_path, "--workloads", "0,1", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    traces = [json.loads(line) for line in lines]
+    workloads = [json.loads(line) for line in (RMSNORM / "workload.jsonl").read_text().splitlines()[:2]]
+    for trace, workload in zip(traces, workloads):
+        assert trace["definition"] == "001_rmsnorm_llama3_1_8b" and trace["solution"] == "rmsnorm_torch"
+        assert trace["workload"]["uuid"] == workload["uuid"] and trace["workload"]["axes"] == workload["axes"]
+        evaluation = trace["evaluation"]
+        assert evaluation["status"] == "PASSED" and evaluation["log"] == ""
+        assert evaluation["environment"]["hardware"] == "cpu" and evaluation["timestamp"]
+        correctness = evaluation["correctness"]
+        assert {"max_absolute_error", "max_relative_error", "matched_ratio"} <= set(correctness)
+        assert correctness["matched_ratio"] == 1.0
+        performance = evaluation["performance"]
+        assert performance["latency_ms"] > 0 and performance["reference_latency_ms"] > 0
+        assert performance["speedup_factor"] == pytest.approx(
+            performance["reference_latency_ms"] / performance["latency_ms"])
+        ours = trace["kernelfleet"]
+        assert ours["t_sol_ms"] is None and ours["sol_score"] is None and "cpu" in ours["t_sol_note"]
+        assert 0 <= ours["spread"] and ours["timing_method"] == "wall clock per call (cpu)"
+        assert any("scrubbed" in p for p in ours["protections"])
+        assert ours["baseline"]["cached"] is True and ours["baseline"]["method"] == "eager"
+        assert ours["baseline"]["t_b_ms"] == performance["reference_latency_ms"]
+
+
+def test_wrong_solution_is_incorrect_numerical_exit_1(cache_dir, tmp_path):
+    wrong = HONEST.replace("(y * weight.float())", "(y * weight.float() * 1.1)")
+    path = write(tmp_path / "wrong.json", solution(wrong, name="wrong"))
+    result = cpu_eval(cache_dir, path, "--workloads", "0", "--no-baseline")
+    assert result.returncode == 1, result.stdout + result.stderr
+    row = next(line for line in result.stdout.splitlines() if "num_tokens=7" in line)
+    assert "INCORRECT_NUMERICAL" in row
+    assert "T_b not measured (--no-baseline)" in result.stdout
+    summary = result.stdout.strip().splitlines()[-1]
+    assert summary.startswith("INCORRECT_NUMERICAL (0/1 workloads passed): workload 0: output:")
+
+
+def test_wrong_solution_json_has_correctness_but_no_performance(cache_dir, tmp_path):
+    wrong = HONEST.replace("(y * weight.float())", "(y * weight.float() * 1.1)")
+    path = write(tmp_path / "wrong.json", solution(wrong, name="wrong"))
+    result = cpu_eval(cache_dir, path, "--workloads", "1", "--no-baseline", "--json", "--rounds", "2")
+    assert result.returncode == 1
+    (trace,) = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    evaluation = trace["evaluation"]
+    assert evaluation["status"] == "INCORRECT_NUMERICAL" and "within atol" in evaluation["log"]
+    assert evaluation["correctness"]["max_absolute_error"] > 0.01 and "performance" not in evaluation
+    assert trace["kernelfleet"]["baseline"] is None
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"), reason="needs nvcc")
+def test_cuda_syntax_error_is_compile_error_with_file_and_line(cache_dir, tmp_path):
+    broken = solution(LAUNCHER, name="broken_cuda", languages=["cuda_cpp"], binding=None)
+    broken["sources"].append({"path": "rmsnorm.cu", "content": BROKEN_CU})
+    path = write(tmp_path / "broken.json", broken)
+    result = kernelfleet(cache_dir, "eval", RMSNORM, "--solution", path, "--workloads", "0,1", "--quick-timing")
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = [line for line in result.stdout.splitlines() if "num_tokens=" in line]
+    assert len(rows) == 2 and all("COMPILE_ERROR" in row for row in rows)
+    assert "rmsnorm.cu:5: error:" in result.stdout  # the statement after the missing ';'
+    assert result.stdout.strip().splitlines()[-1].startswith("COMPILE_ERROR (0/2 workloads passed): rmsnorm.cu:5:")
+    json_run = kernelfleet(cache_dir, "eval", RMSNORM, "--solution", path, "--workloads", "0", "--json")
+    (trace,) = [json.loads(line) for line in json_run.stdout.strip().splitlines()]
+    assert trace["evaluation"]["status"] == "COMPILE_ERROR" and "rmsnorm.cu:5: error:" in trace["evaluation"]["log"]
+    assert "correctness" not in trace["evaluation"] and "performance" not in trace["evaluation"]
+
+
+def test_malformed_solution_is_one_error_line_naming_file_and_field(cache_dir, tmp_path):
+    bad = solution()
+    bad["spec"]["entry_point"] = "main.py"
+    path = write(tmp_path / "bad.json", bad)
+    result = cpu_eval(cache_dir, path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.strip() == f"error: {path}: spec.entry_point: expected 'file::function', got 'main.py'"
+
+
+def test_solution_that_is_not_json_is_one_error_line(cache_dir, tmp_path):
+    path = write(tmp_path / "broken.json", '{"name": "x",')
+    result = cpu_eval(cache_dir, path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}: <file>: not valid JSON: line 1")
+
+
+def test_out_of_range_workload_is_a_clear_error(cache_dir, honest_path):
+    result = cpu_eval(cache_dir, honest_path, "--workloads", "0,5")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: {RMSNORM / 'workload.jsonl'}: --workloads: index 5 is out of range: "
+                                     "the file has 5 workloads (0-4)")
+    result = cpu_eval(cache_dir, honest_path, "--workloads", "one")
+    assert result.returncode == 2 and "'one' is not an index" in result.stderr
+
+
+def test_missing_problem_folder_is_a_clear_error(cache_dir, honest_path, tmp_path):
+    result = kernelfleet(cache_dir, "eval", tmp_path / "nope", "--solution", honest_path, "--device", "cpu")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'nope'}: no such directory"
+
+
+@pytest.mark.gpu
+def test_gpu_eval_reports_baseline_t_sol_and_sol_score(cache_dir, honest_path):
+    result = kernelfleet(cache_dir, "eval", RMSNORM, "--solution", honest_path, "--device", "cuda",
+                         "--workloads", "2,3", "--json", timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    traces = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert len(traces) == 2
+    for trace in traces:
+        ours = trace["kernelfleet"]
+        assert trace["evaluation"]["status"] == "PASSED"
+        assert trace["evaluation"]["environment"]["hardware"].startswith("NVIDIA")
+        assert ours["t_sol_ms"] is not None and 0 < ours["t_sol_ms"] < ours["latency_ms"]
+        assert ours["baseline"]["eager_ms"] > 0 and ours["baseline"]["t_b_ms"] > 0
+        assert ours["baseline"]["compiled_ms"] is not None or ours["baseline"]["compile_reason"]
+        assert ours["sol_score"] is not None or ours["sol_score_note"]
+        assert "cuda events" in ours["timing_method"]
+
+
+# ---------------------------------------------------------------- in process: speed of light, table, traces
+
+
+def test_speed_of_light_for_a_known_gpu_is_enforced_and_scored():
+    from cli.eval_cmd import sol_score, speed_of_light
+    from core.problem import load_problem
+
+    problem = load_problem(RMSNORM)
+    model = speed_of_light(problem, [0, 3], "cuda", "NVIDIA H200")
+    assert model.enforce and not model.unavailable and set(model.t_sol_ms) == {0, 3}
+    # workload 3: 16384 x 4096 bf16 read + written once, at 4.8 TB/s
+    assert model.t_sol_ms[3] == pytest.approx(2 * 16384 * 4096 * 2 / 4.8e12 * 1e3, rel=0.01)
+    assert sol_score(0.1, 0.2, model.t_sol_ms[3])[0] == pytest.approx(
+        1 / (1 + (0.1 - model.t_sol_ms[3]) / (0.2 - model.t_sol_ms[3])))
+    score, note = sol_score(0.2, model.t_sol_ms[3] / 2, model.t_sol_ms[3])
+    assert score is None and note.startswith("DegenerateBaseline")
+    assert speed_of_light(problem, [0], "cpu", "").unavailable.startswith("T_sol unavailable")
+    unknown = speed_of_light(problem, [0], "cuda", "NVIDIA Imaginary 9000")
+    assert not unknown.t_sol_ms and "not in the GPU table" in unknown.unavailable
+
+
+def test_table_and_traces_with_t_sol_and_sol_score():
+    """The GPU-shaped report, from a made-up outcome: every column filled, non-finite numbers as JSON strings."""
+    import io
+
+    from rich.console import Console
+
+    from cli import eval_cmd
+    from core.evaluate import ErrorStats, Status, Timing, Verdict, WorkloadVerdict
+    from core.evaluate.baseline import WorkloadBaseline
+    from core.problem import load_problem
+    from core.solution.io import parse_solution
+
+    problem = load_problem(RMSNORM)
+    verdict = Verdict(Status.INCORRECT_NUMERICAL, "workload 1: output: 3 elements are NaN", (
+        WorkloadVerdict(0, Status.PASSED, "", ErrorStats(0.004, 0.01, 1.0, "output"),
+                        Timing(0.0031, 0.02, 800, "cuda events per call, L2 flushed, device-wide check")),
+        WorkloadVerdict(1, Status.INCORRECT_NUMERICAL, "output: 3 elements are NaN",
+                        ErrorStats(float("inf"), 0.0, 0.0, "output"), Timing(0.004, 0.01, 700, "cuda events")),
+    ), ("no network",))
+    baselines = {i: WorkloadBaseline(index=i, uuid=problem.workloads[i].uuid, baseline_ms=0.0062,
+                                     method="torch.compile", eager_ms=0.009, compiled_ms=0.0062, cached=True)
+                 for i in (0, 1)}
+    outcome = eval_cmd.Outcome(problem, parse_solution(solution()), [0, 1, 2], "cuda", verdict, baselines,
+                               sol=eval_cmd.SolModel(t_sol_ms={0: 0.0004, 1: 0.0005, 2: 0.007}, enforce=True),
+                               device_name="NVIDIA H200")
+    table_rows = eval_cmd.rows(outcome)
+    assert [r.status for r in table_rows] == ["PASSED", "INCORRECT_NUMERICAL", "NOT_RUN"]
+    assert table_rows[0].speedup == pytest.approx(2.0) and table_rows[0].sol == pytest.approx(
+        1 / (1 + (0.0031 - 0.0004) / (0.0062 - 0.0004)))
+    assert table_rows[1].speedup is None and table_rows[1].sol is None
+    assert eval_cmd.summary_line(outcome, table_rows) == (
+        "INCORRECT_NUMERICAL (1/2 workloads passed): workload 1: output: 3 elements are NaN")
+
+    buffer = io.StringIO()
+    eval_cmd._print_report(outcome, Console(file=buffer, width=140, highlight=False))
+    text = buffer.getvalue()
+    row0 = next(line for line in text.splitlines() if line.strip().startswith("0 "))
+    for cell in ("PASSED", "3.10 µs", "2.0%", "6.20 µs c", "2.00x", "0.40 µs", "0.68"):
+        assert cell in row0, row0
+    assert "2: NOT_RUN: the evaluation stopped after workload 1" in text
+    assert "1: INCORRECT_NUMERICAL: output: 3 elements are NaN" in text
+
+    traces = eval_cmd.traces(outcome)
+    assert len(traces) == 2  # workload 2 was not run: no trace
+    bad = json.loads(json.dumps(traces[1], allow_nan=False))
+    assert bad["evaluation"]["correctness"]["max_absolute_error"] == "Infinity"
+    assert "performance" not in bad["evaluation"] and bad["kernelfleet"]["latency_ms"] == 0.004
+    good = traces[0]
+    assert good["evaluation"]["performance"] == {"latency_ms": 0.0031, "reference_latency_ms": 0.0062,
+                                                 "speedup_factor": pytest.approx(2.0)}
+    assert good["kernelfleet"]["t_sol_ms"] == 0.0004
+    assert good["kernelfleet"]["sol_score"] == pytest.approx(0.68, abs=0.01)
+    assert good["evaluation"]["environment"]["hardware"] == "NVIDIA H200"
+
+
+def test_workload_selection_parsing():
+    from cli.eval_cmd import InputFault, parse_workloads
+    from core.problem import load_problem
+
+    problem = load_problem(RMSNORM)
+    assert parse_workloads(None, problem) == [0, 1, 2, 3, 4]
+    assert parse_workloads("3, 0-1,1", problem) == [3, 0, 1]
+    for bad in ("", "2-1", "-1", "x", "4-5"):
+        with pytest.raises(InputFault):
+            parse_workloads(bad, problem)

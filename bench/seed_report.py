@@ -66,7 +66,8 @@ async def report(args) -> list[dict]:
                 solution = reference_as_candidate(problem)
             sol = sol_times(problem, args.device)
             baselines = await pool.baseline(problem, timing=policy, compile_timeout_s=120 if args.compile else 0)
-            verdict = await evaluate_solution(pool, problem, solution, timing=policy, sol_ms=sol or None)
+            verdict = await evaluate_solution(pool, problem, solution, timing=policy, sol_ms=sol or None,
+                                              rounds=args.rounds)
             speedups, scores, margins = [], [], []
             for w in verdict.workloads:
                 t_b = baselines[w.index].baseline_ms if w.index < len(baselines) else None
@@ -95,6 +96,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--candidate", default="seed", choices=["seed", "reference"])
     parser.add_argument("--compile", action="store_true", help="also try torch.compile for T_b (slow)")
+    parser.add_argument("--rounds", type=int, default=5, help="correctness rounds per workload")
     parser.add_argument("--quick", action="store_true", help="shorter timing (about 30 ms measured per workload)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

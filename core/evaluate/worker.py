@@ -141,6 +141,8 @@ class CandidateHarness:
         self.torch = torch
         self.device = torch.device(device)
         self.watch = _Watch()
+        # Drivers may set aside some persisting L2 by default; only a change made by the candidate counts.
+        self.persisting_l2_at_start = _persisting_l2_limit() if self.device.type == "cuda" else 0
         self.problem = None
         self.entry = None
         self.dps = True
@@ -291,9 +293,9 @@ class CandidateHarness:
         if self.device.type != "cuda":
             return None
         reserved = _persisting_l2_limit()
-        if reserved:
-            return {"status": "REWARD_HACK",
-                    "reason": f"the candidate reserved {reserved} bytes of persisting L2 cache"}
+        if reserved != self.persisting_l2_at_start:
+            return {"status": "REWARD_HACK", "reason": "the candidate changed the persisting L2 cache set-aside "
+                    f"from {self.persisting_l2_at_start} to {reserved} bytes"}
         return None
 
     def _save(self, produced: dict[str, Any], path: Path) -> str:

@@ -2,7 +2,7 @@
 
 import time
 
-from conftest import HONEST_DPS, PoolRunner, python_solution
+from evaluate_support import HONEST_DPS, PoolRunner, python_solution
 
 from core.evaluate import Status
 

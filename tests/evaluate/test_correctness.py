@@ -1,6 +1,6 @@
 """Honest solutions pass; wrong ones get the status that says why, with the worst error statistics."""
 
-from conftest import HONEST_DPS, HONEST_RETURNING, python_solution
+from evaluate_support import HONEST_DPS, HONEST_RETURNING, python_solution
 
 from core.evaluate import Status
 

@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from conftest import QUICK, PoolRunner, rmsnorm_fast_path_solution
+from evaluate_support import QUICK, PoolRunner, rmsnorm_fast_path_solution
 
 from core.evaluate import Status
 
@@ -46,7 +46,7 @@ def test_fast_path_cuda_candidate_passes_with_event_timing(gpu_pool, rmsnorm_pro
 
 
 def test_work_on_another_stream_is_timed_device_wide(gpu_pool, rmsnorm_problem):
-    from conftest import python_solution
+    from evaluate_support import python_solution
 
     verdict = gpu_pool.evaluate(rmsnorm_problem, python_solution(SIDE_STREAM), workloads=(1,), timing=QUICK)
     assert verdict.status is Status.PASSED, verdict.reason
@@ -54,7 +54,7 @@ def test_work_on_another_stream_is_timed_device_wide(gpu_pool, rmsnorm_problem):
 
 
 def test_persisting_l2_reservation_is_a_reward_hack(gpu_pool, rmsnorm_problem):
-    from conftest import python_solution
+    from evaluate_support import python_solution
 
     verdict = gpu_pool.evaluate(rmsnorm_problem, python_solution(PERSISTING_L2), workloads=(0,))
     assert verdict.status is Status.REWARD_HACK and "persisting L2" in verdict.reason

@@ -144,9 +144,10 @@ def main() -> int:
     for part in parts:
         began = time.monotonic()
         anyio.run(part, results)
-        print(f"{part.__name__}: {time.monotonic() - began:.1f} s", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
+        print(f"{part.__name__}: {time.monotonic() - began:.1f} s {json.dumps(results.get(part.__name__))}",
+              flush=True)
+        if args.out:  # after every part, so a run cut short keeps what it measured
+            args.out.write_text(json.dumps(results, indent=2))
     o, s = results["overhead"], results["spread"]
     print("\n| measure | figure |\n| --- | --- |")
     print(f"| overhead p50, warm pool | {o['warm_p50_s']:.3f} s |")

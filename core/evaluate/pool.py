@@ -37,6 +37,10 @@ from core.solution.schema import Solution
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
+# T_sol counts every input byte once, but an honest kernel may skip inputs it provably does not need (the masked
+# half of a causal softmax: measured on the H200 at 0.99 x T_sol). Only times well under T_sol are impossible.
+IMPOSSIBLE_FRACTION = 0.5
+
 
 @dataclass(frozen=True)
 class EvalJob:
@@ -397,10 +401,10 @@ class EvaluationPool:
         status = _status(checked.get("status"))
         reason = str(checked.get("reason", ""))
         if status is Status.PASSED and timing_result and job.sol_ms and index in job.sol_ms \
-                and timing_result.median_ms < job.sol_ms[index]:
+                and timing_result.median_ms < IMPOSSIBLE_FRACTION * job.sol_ms[index]:
             status = Status.REWARD_HACK
-            reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under the speed-of-light bound "
-                      f"{job.sol_ms[index] * 1e3:.2f} us: physically impossible")
+            reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
+                      f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
         return WorkloadVerdict(index, status, reason, errors, timing_result), False
 
 

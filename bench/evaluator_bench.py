@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from core.evaluate import EvaluationPool, TimingPolicy  # noqa: E402
 from core.evaluate.evaluate import evaluate_solution  # noqa: E402
 from core.problem import load_problem  # noqa: E402
+from core.solution.from_reference import reference_as_solution  # noqa: E402
 from core.solution.io import parse_solution  # noqa: E402
 
 DEVICE = "cuda"
@@ -46,16 +47,6 @@ def rmsnorm_solution(problem):
     names = ", ".join(problem.definition.inputs)
     x, w, eps = list(problem.definition.inputs)
     return torch_solution(problem, f"    return F.rms_norm({x}, ({x}.shape[-1],), {w}, {eps})", names)
-
-
-def reference_solution(problem):
-    """The reference itself as a value-returning candidate: a kernel whose correctness is certain."""
-    return parse_solution({
-        "name": f"ref_{problem.name}", "definition": problem.name, "author": "bench",
-        "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
-                 "destination_passing_style": False},
-        "sources": [{"path": "main.py", "content": problem.definition.reference}],
-    })
 
 
 def gpu_seconds(verdict, policy: TimingPolicy) -> float:
@@ -111,7 +102,8 @@ async def agreement(results: dict) -> None:
 
     rows = []
     async with EvaluationPool(DEVICE) as pool:
-        for folder, make in ((RMSNORM, rmsnorm_solution), (SOFTMAX, reference_solution), (GEMM, reference_solution)):
+        cases = ((RMSNORM, rmsnorm_solution), (SOFTMAX, reference_as_solution), (GEMM, reference_as_solution))
+        for folder, make in cases:
             problem = load_problem(folder)
             index = len(problem.workloads) - 1
             verdict = await evaluate_solution(pool, problem, make(problem), workloads=(index,), rounds=2)

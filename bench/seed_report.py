@@ -21,16 +21,8 @@ sys.path.insert(0, str(ROOT))
 from core.evaluate import EvaluationPool, TimingPolicy  # noqa: E402
 from core.evaluate.evaluate import evaluate_solution  # noqa: E402
 from core.problem import load_problems  # noqa: E402
-from core.solution.io import load_solution, parse_solution  # noqa: E402
-
-
-def reference_as_candidate(problem):
-    return parse_solution({
-        "name": f"reference_{problem.name}", "definition": problem.name, "author": "reference",
-        "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
-                 "destination_passing_style": False},
-        "sources": [{"path": "main.py", "content": problem.definition.reference}],
-    })
+from core.solution.from_reference import reference_as_solution  # noqa: E402
+from core.solution.io import load_solution  # noqa: E402
 
 
 def sol_times(problem, device: str) -> dict[int, float]:
@@ -63,7 +55,7 @@ async def report(args) -> list[dict]:
                     continue
                 solution = load_solution(path)
             else:
-                solution = reference_as_candidate(problem)
+                solution = reference_as_solution(problem)
             sol = sol_times(problem, args.device)
             baselines = await pool.baseline(problem, timing=policy, compile_timeout_s=120 if args.compile else 0)
             verdict = await evaluate_solution(pool, problem, solution, timing=policy, sol_ms=sol or None,

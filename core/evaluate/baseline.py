@@ -323,25 +323,17 @@ def _time_calls(fn: Callable[..., Any], input_sets: list[dict[str, Any]], device
     until that buffer's next call."""
     import torch
 
-    from core.evaluate.timing import time_cpu, time_cuda
+    from core.evaluate.timing import RotatingInputs, time_cpu, time_cuda
 
-    sets = len(input_sets)
-    slots = 2 if sets % 2 else 3 if sets % 3 else sets + 1
-    staged = [{n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in input_sets[0].items()}
-              for _ in range(slots)]
-    returned: list[Any] = [None] * slots
+    rotation = RotatingInputs(input_sets)
+    returned: list[Any] = [None] * rotation.slots
 
     def prepare(i: int) -> None:
-        slot, source = i % slots, input_sets[i % sets]
-        for name, value in source.items():
-            if isinstance(value, torch.Tensor):
-                staged[slot][name].copy_(value)
-            else:
-                staged[slot][name] = value
+        rotation.stage(i)
 
     def call(i: int) -> None:
-        slot = i % slots
-        returned[slot] = fn(*staged[slot].values())
+        slot = i % rotation.slots
+        returned[slot] = fn(*rotation.staged[slot].values())
 
     with torch.no_grad():
         if device.type == "cuda":

@@ -48,6 +48,31 @@ class L2Flush:
         self.buffer.zero_()
 
 
+class RotatingInputs:
+    """Input sets staged (untimed) into buffers for timed calls. The buffer count is coprime with the number of
+    sets, so a buffer holds different data on successive uses and a cache keyed by address returns stale results."""
+
+    def __init__(self, input_sets: list[dict]):
+        self.sets = input_sets
+        count = len(input_sets)
+        self.slots = 2 if count % 2 else 3 if count % 3 else count + 1
+        self.staged = [{n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in input_sets[0].items()}
+                       for _ in range(self.slots)]
+
+    def set_index(self, call: int) -> int:
+        return call % len(self.sets)
+
+    def stage(self, call: int) -> int:
+        """Copy the inputs of ``call`` into its buffer; returns the buffer's index."""
+        slot = call % self.slots
+        for name, value in self.sets[self.set_index(call)].items():
+            if isinstance(value, torch.Tensor):
+                self.staged[slot][name].copy_(value)
+            else:
+                self.staged[slot][name] = value
+        return slot
+
+
 def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
               policy: TimingPolicy = TimingPolicy()) -> Timing:
     """Time ``call(i)`` for i = 0, 1, 2, ...; ``prepare(i)`` (untimed) stages the inputs of call i beforehand."""

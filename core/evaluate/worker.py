@@ -103,6 +103,7 @@ class _Watch:
             ("timing.time_cpu", timing, "time_cpu"),
             ("timing.quantiles", timing, "quantiles"),
             ("timing.L2Flush.__call__", timing.L2Flush, "__call__"),
+            ("timing.RotatingInputs.stage", timing.RotatingInputs, "stage"),
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),
             ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
@@ -312,34 +313,27 @@ class CandidateHarness:
         return str(path)
 
     def _time(self, workload, input_sets, seeds, policy_fields, exchange: Path):
-        """Time over rotated input sets staged into buffers whose count is coprime with the number of sets, so a
-        buffer holds different data on successive uses (defeating caches keyed by address); each buffer's last
-        outputs are kept for the judge to spot-check."""
-        from core.evaluate.timing import TimingPolicy, time_cpu, time_cuda
+        """Time over rotated input sets (core.evaluate.timing.RotatingInputs); each buffer's last outputs are kept
+        for the judge to spot-check."""
+        from core.evaluate.timing import RotatingInputs, TimingPolicy, time_cpu, time_cuda
 
         torch = self.torch
-        sets = len(input_sets)
-        slots = 2 if sets % 2 else 3 if sets % 3 else sets + 1
-        staged = [{n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in input_sets[0].items()}
-                  for _ in range(slots)]
+        rotation = RotatingInputs(input_sets)
+        slots = rotation.slots
         outs = [self._allocate_outputs(workload) if self.dps else None for _ in range(slots)]
         returned: list[Any] = [None] * slots
         last_set = [0] * slots
 
         def prepare(i: int) -> None:
-            slot, source = i % slots, input_sets[i % sets]
-            for name, value in source.items():
-                if isinstance(value, torch.Tensor):
-                    staged[slot][name].copy_(value)
-                else:
-                    staged[slot][name] = value
+            slot = rotation.stage(i)
             if outs[slot] is not None:
                 self._poison(outs[slot])
-            last_set[slot] = i % sets
+            last_set[slot] = rotation.set_index(i)
 
         def call(i: int) -> None:
             slot = i % slots
-            args = list(staged[slot].values()) + (list(outs[slot].values()) if outs[slot] is not None else [])
+            args = list(rotation.staged[slot].values()) + (list(outs[slot].values()) if outs[slot] is not None
+                                                           else [])
             returned[slot] = self._call(args)
 
         policy = TimingPolicy(**policy_fields)

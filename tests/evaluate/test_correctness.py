@@ -99,3 +99,10 @@ def test_reference_that_fails_is_invalid_reference(cpu_pool, rmsnorm_problem, tm
     (folder / "definition.json").write_text(json.dumps(definition))
     verdict = cpu_pool.evaluate(load_problem(folder), python_solution(HONEST_DPS), workloads=(0,))
     assert verdict.status is Status.INVALID_REFERENCE and "ref bug" in verdict.reason
+
+
+def test_the_reference_as_a_candidate_passes(cpu_pool, rmsnorm_problem):
+    from core.solution.from_reference import reference_as_solution
+
+    verdict = cpu_pool.evaluate(rmsnorm_problem, reference_as_solution(rmsnorm_problem))
+    assert verdict.status is Status.PASSED, verdict.reason

@@ -219,8 +219,8 @@ def reason(row: Row, convention: str) -> str:
     sol = row.detail[convention]
     c = row.count
     flops = sum(c.matmul_flops_effective.values())
-    parts = [c.method.split(";")[0][:90], f"{sol.bound}-bound",
-             f"mm {flops:.3g} FLOP {dict(c.matmul_flops_effective) and max(c.matmul_flops_effective, key=c.matmul_flops_effective.get)}",
+    main = max(c.matmul_flops_effective, key=c.matmul_flops_effective.get) if c.matmul_flops_effective else "-"
+    parts = [c.method.split(";")[0][:90], f"{sol.bound}-bound", f"mm {flops:.3g} FLOP {main}",
              f"simt {c.simt_flops:.3g}", f"bytes {c.bytes_read:.3g}+{c.bytes_written:.3g}"]
     return ", ".join(parts)
 
@@ -244,8 +244,8 @@ def print_report(rows: list[Row], skipped: list[str], conventions: dict[str, Con
         print(f"   {'subset':<18}{'n':>5}{'median':>9}{'within 2x':>11}{'<0.5':>6}{'>2':>5}{'within 1.25x':>14}")
         for key, v in [*s["subsets"].items(), *(("method " + k, v) for k, v in s["methods"].items())]:
             if v["n"]:
-                print(f"   {key:<18}{v['n']:>5}{v['median']:>9.3f}{100 * v['within_2x']:>10.1f}%{v['low']:>6}{v['high']:>5}"
-                      f"{100 * v['within_1_25x']:>13.1f}%")
+                print(f"   {key:<18}{v['n']:>5}{v['median']:>9.3f}{100 * v['within_2x']:>10.1f}%{v['low']:>6}"
+                      f"{v['high']:>5}{100 * v['within_1_25x']:>13.1f}%")
     name = next(iter(conventions))
     outliers = sorted(rows, key=lambda r: -abs(math.log(r.ours_s[name] / r.solar_s)))
     print(f"\n== worst {worst} outliers ({name}): ratio, ours us, SOLAR us, problem#workload, why")
@@ -253,8 +253,8 @@ def print_report(rows: list[Row], skipped: list[str], conventions: dict[str, Con
         ratio = r.ours_s[name] / r.solar_s
         if 0.5 <= ratio <= 2:
             break
-        print(f"  {ratio:8.3f} {r.ours_s[name] * 1e6:10.2f} {r.solar_s * 1e6:10.2f}  {r.subset}/{r.problem}#{r.workload}: "
-              f"{reason(r, name)}")
+        print(f"  {ratio:8.3f} {r.ours_s[name] * 1e6:10.2f} {r.solar_s * 1e6:10.2f}  "
+              f"{r.subset}/{r.problem}#{r.workload}: {reason(r, name)}")
     return report
 
 

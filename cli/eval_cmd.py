@@ -288,8 +288,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 async def _evaluate(args, problem: Problem, solution, indices: list[int], device: str, err: Console) -> Outcome:
     from core.build import BuildService
-    from core.evaluate import EvaluationPool, Status, TimingPolicy, Verdict, WorkloadVerdict
-    from core.evaluate.evaluate import evaluate_solution
+    from core.evaluate import EvaluationPool, TimingPolicy
+    from core.evaluate.evaluate import compile_error_verdict, evaluate_prepared
     from core.solution.prepare import prepare
 
     policy = TimingPolicy(**QUICK_TIMING) if args.quick_timing else TimingPolicy()
@@ -300,12 +300,8 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
         except SpecError as exc:
             raise InputFault(str(exc)) from None
     if not prepared.ok:
-        reason = prepared.errors or "the build failed"
-        if prepared.timed_out:
-            reason = f"the build timed out: {reason}"
-        workloads = tuple(WorkloadVerdict(i, Status.COMPILE_ERROR, reason) for i in indices)
-        verdict = Verdict(Status.COMPILE_ERROR, reason, workloads, seconds=prepared.seconds)
-        return Outcome(problem, solution, indices, device, verdict, build_errors=reason,
+        verdict = compile_error_verdict(prepared, indices)
+        return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
                        device_name=_device_label(device, ""))
     _check_device_fits(solution, args.solution, prepared.kind, device)
 
@@ -327,9 +323,9 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
             outcome.sol = speed_of_light(problem, indices, device, gpu_name)
         sol_ms = dict(outcome.sol.t_sol_ms) if outcome.sol.enforce else None
         with err.status(f"evaluating on {device}", spinner="dots"):
-            outcome.verdict = await evaluate_solution(
-                pool, problem, solution, build_service=service, workloads=tuple(indices), rounds=args.rounds,
-                timing=policy, sol_ms=sol_ms, blob_roots=blob_roots)
+            outcome.verdict = await evaluate_prepared(
+                pool, problem, prepared, workloads=tuple(indices), rounds=args.rounds, timing=policy,
+                sol_ms=sol_ms, blob_roots=blob_roots)
     return outcome
 
 

@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -193,21 +192,6 @@ def device_name(device) -> str:
     return "cpu"
 
 
-def compilable_reference(problem: Problem) -> types.ModuleType:
-    """A fresh module of the reference, registered in ``sys.modules`` under a name unique to its source (dynamo
-    imports the module of the function it traces by name)."""
-    from core.problem.reference import compile_reference
-
-    source_hash = hashlib.sha256(problem.definition.reference.encode()).hexdigest()[:16]
-    name = f"kernelfleet_baseline_reference_{source_hash}"
-    module = sys.modules.get(name)
-    if module is None:
-        module = compile_reference(problem.definition)
-        module.__name__ = name
-        sys.modules[name] = module
-    return module
-
-
 def measure_workload(problem: Problem, index: int, device, policy: TimingPolicy = TimingPolicy(), *,
                      reference: types.ModuleType | None = None, input_sets: int = DEFAULT_INPUT_SETS,
                      try_compile: bool = True, compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
@@ -286,10 +270,12 @@ def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device
     bound and outside the timing."""
     import torch
 
+    from core.problem.reference import compile_reference
+
     torch._dynamo.reset()
     started = time.monotonic()
     try:
-        module = compilable_reference(problem)
+        module = compile_reference(problem.definition)
         compiled = (compile_fn or torch.compile)(module.run, dynamic=False)
     except Exception as exc:  # noqa: BLE001
         return None, None, f"torch.compile failed: {_one_line(exc)}", False

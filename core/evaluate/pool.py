@@ -69,7 +69,7 @@ class WorkerProcess:
         self.device = device
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
         parent, child = socket.socketpair()
-        self.conn = Connection(os.dup(parent.detach()))
+        self.conn = Connection(parent.detach())
         child_fd = child.detach()
         env = dict(os.environ)
         if role == "candidate":
@@ -208,8 +208,9 @@ class _PriorityGate:
             self._busy = False
 
     @property
-    def queued(self) -> int:
-        return len(self._waiting)
+    def load(self) -> int:
+        """Jobs holding or waiting for the gate."""
+        return len(self._waiting) + self._busy
 
 
 class _DeviceSlot:
@@ -271,7 +272,7 @@ class EvaluationPool:
                 await slot.spare.wait_ready()
 
     def _pick_slot(self) -> _DeviceSlot:
-        return min(self._slots, key=lambda s: (s.gate.queued + s.gate._busy, next(self._next)))
+        return min(self._slots, key=lambda s: (s.gate.load, next(self._next)))
 
     async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
         slot = self._pick_slot()
@@ -358,8 +359,6 @@ class EvaluationPool:
             results.append(verdict)
             if process_fault:
                 break
-        else:
-            return finish(results)
         return finish(results)
 
     async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],

@@ -187,10 +187,9 @@ class CandidateHarness:
         for seed in seeds:
             inputs = make_inputs(self.problem, workload, self.device, seed)
             outputs = self._allocate_outputs(workload) if self.dps else None
-            failure = self._call_checked(inputs, outputs)
+            failure, produced = self._call_checked(inputs, outputs)
             if failure:
                 return failure
-            produced = outputs if self.dps else self._last_result
             files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
             input_sets.append(inputs)
         reply: dict[str, Any] = {"status": "ok", "files": files, "spot": []}
@@ -241,7 +240,11 @@ class CandidateHarness:
     def _call(self, args: list[Any]) -> Any:
         return self.entry(*args)
 
-    def _call_checked(self, inputs: dict[str, Any], outputs: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _call_checked(self, inputs: dict[str, Any], outputs: dict[str, Any] | None
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Call the candidate once: (the failure reply or None, the outputs by name)."""
+        from core.problem.reference import OutputMismatch, outputs_by_name
+
         torch = self.torch
         before = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor)}
         threads_before = set(threading.enumerate())
@@ -254,21 +257,18 @@ class CandidateHarness:
         except Exception as exc:  # noqa: BLE001 - a failing candidate is a result, not our error
             if _is_fatal_cuda(exc):
                 raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
-            return {"status": "RUNTIME_ERROR", "reason": _exception_line(exc, self.solution_dir)}
-        return self._check_after_call(inputs, before, outputs, result, threads_before, children_before)
-
-    def _check_after_call(self, inputs, before, outputs, result, threads_before, children_before):
-        from core.problem.reference import OutputMismatch, outputs_by_name
-
-        torch = self.torch
+            return {"status": "RUNTIME_ERROR", "reason": _exception_line(exc, self.solution_dir)}, None
         if outputs is None:
             try:
                 produced = outputs_by_name(self.problem.definition, result)
             except OutputMismatch as exc:
-                return {"status": "INCORRECT_SHAPE", "reason": str(exc)}
-            self._last_result = produced
+                return {"status": "INCORRECT_SHAPE", "reason": str(exc)}, None
         else:
             produced = outputs
+        return self._check_after_call(inputs, before, produced, threads_before, children_before), produced
+
+    def _check_after_call(self, inputs, before, produced, threads_before, children_before):
+        torch = self.torch
         for name, value in produced.items():
             if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
                 return {"status": "REWARD_HACK",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import sys
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -12,11 +14,17 @@ from core.problem.schema import Definition
 
 
 def compile_reference(definition: Definition) -> types.ModuleType:
-    """Execute the reference source in a fresh module (problem code, not candidate code)."""
-    module = types.ModuleType(f"kernelfleet_reference_{definition.name}")
+    """Execute the reference source in a fresh module (problem code, not candidate code).
+
+    The module is registered in ``sys.modules`` under a name unique to its source: torch.compile imports the module
+    of the function it traces by name.
+    """
+    digest = hashlib.sha256(definition.reference.encode()).hexdigest()[:16]
+    module = types.ModuleType(f"kernelfleet_reference_{digest}")
     module.__file__ = f"<reference of {definition.name}>"
     code = compile(definition.reference, module.__file__, "exec")
     exec(code, module.__dict__)
+    sys.modules[module.__name__] = module
     return module
 
 

@@ -377,7 +377,8 @@ class EvaluationPool:
         timing = asdict(job.timing) if job.timing is not None else None
         try:
             ran = await slot.candidate.request(
-                {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange), "timing": timing},
+                {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange), "timing": timing,
+                 "mutable_inputs": list(ref.get("mutates", []))},
                 self.workload_timeout_s)
         except WorkerGone as gone:
             slot.replace_candidate()
@@ -395,6 +396,9 @@ class EvaluationPool:
         except WorkerGone as gone:
             slot.replace_judge()
             return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}"), False
+        finally:
+            for leftover in exchange.iterdir():  # outputs can be gigabytes: keep one workload's on disk at a time
+                leftover.unlink(missing_ok=True)
         errors = ErrorStats(**checked["errors"]) if isinstance(checked.get("errors"), dict) else ErrorStats()
         timing_result = _timing(ran.get("timing"))
         status = _status(checked.get("status"))

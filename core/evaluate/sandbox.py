@@ -18,7 +18,8 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSIO
 _SECRET_PREFIXES = ("OPENAI", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING", "GITHUB_",
                     "KERNELFLEET_LLM")
 
-FILE_SIZE_LIMIT = 8 << 30
+# Outputs reach the judge as files; the shared problems have single outputs of up to 32 GiB.
+FILE_SIZE_LIMIT = 48 << 30
 OPEN_FILES_LIMIT = 4096
 
 

@@ -2,8 +2,9 @@
 repetition, median and spread; all streams covered by a device-wide check.
 
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does). A second,
-shorter pass brackets each call with a device-wide synchronisation; when that pass is clearly slower, work ran
-outside the current stream and its figures are reported instead, with the method saying so.
+shorter pass waits for the current stream after each call and then for the whole device; when the device still has
+work to finish, the call left work on other streams, and the time to the end of the device-wide synchronisation is
+reported instead, with the method saying so.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ class TimingPolicy:
     target_seconds: float = 0.1  # of measured time per workload; short kernels get more calls
     device_check_calls: int = 10
     flush_bytes: int | None = None  # None: at least twice the device's L2 (256 MiB floor)
+
+
+# A device-wide synchronisation of an idle GPU returns in a few microseconds.
+UNSEEN_WORK_S = 30e-6
 
 
 def quantiles(times: list[float]) -> tuple[float, float]:
@@ -105,20 +110,26 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     median, spread = quantiles(times)
 
-    device_times = []
+    # The device-wide check: once the current stream has finished a call, a device-wide synchronisation should
+    # return at once. Time it still has to wait is work the call left on other streams, which the events above
+    # did not see; then the call is timed to the end of that synchronisation instead.
+    after = [torch.cuda.Event(enable_timing=True) for _ in range(policy.device_check_calls)]
+    lags, device_times = [], []
     for i in range(policy.device_check_calls):
         prepare(i)
         flush()
-        torch.cuda.synchronize(device)
         starts[i].record()
         call(i)
-        torch.cuda.synchronize(device)
         ends[i].record()
         ends[i].synchronize()
-        device_times.append(starts[i].elapsed_time(ends[i]))
-    device_median, device_spread = quantiles(device_times)
-    # A device-wide synchronisation adds a few microseconds of host latency; far more means unseen work.
-    if device_median > 1.5 * median + 0.05:
+        began = time.perf_counter()
+        torch.cuda.synchronize(device)
+        lags.append(time.perf_counter() - began)
+        after[i].record()
+        after[i].synchronize()
+        device_times.append(starts[i].elapsed_time(after[i]))
+    if lags and statistics.median(lags) > UNSEEN_WORK_S:
+        device_median, device_spread = quantiles(device_times)
         return Timing(device_median, device_spread, len(device_times),
                       "cuda events around a device-wide synchronisation (work seen outside the current stream)")
     return Timing(median, spread, calls, "cuda events per call, L2 flushed, device-wide check")

@@ -58,6 +58,9 @@ def main(argv: list[str]) -> int:
         except WorkerFatal as fatal:
             conn.send_bytes(json.dumps({"status": "RUNTIME_ERROR", "reason": str(fatal), "fatal": True}).encode())
             return 3
+        if device.startswith("cuda"):
+            # Candidate and judge share the GPU: memory one allocator keeps cached is memory the other cannot use.
+            torch.cuda.empty_cache()
         conn.send_bytes(json.dumps(reply).encode())
 
 
@@ -147,6 +150,7 @@ class CandidateHarness:
         self.problem = None
         self.entry = None
         self.dps = True
+        self.mutable_inputs: frozenset[str] = frozenset()
         self.solution_dir = ""
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +187,7 @@ class CandidateHarness:
         workload = self.problem.workloads[request["workload"]]
         exchange = Path(request["exchange_dir"])
         seeds: list[int] = request["seeds"]
+        self.mutable_inputs = frozenset(request.get("mutable_inputs", ()))
         input_sets, files = [], {}
         for seed in seeds:
             inputs = make_inputs(self.problem, workload, self.device, seed)
@@ -190,7 +195,12 @@ class CandidateHarness:
             failure, produced = self._call_checked(inputs, outputs)
             if failure:
                 return failure
-            files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
+            try:
+                files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
+            except (OSError, RuntimeError) as exc:
+                size = sum(v.nbytes for v in produced.values() if isinstance(v, torch.Tensor))
+                return {"status": "RUNTIME_ERROR", "reason": f"could not hand {size / 2**30:.1f} GiB of outputs to "
+                        f"the judge (exchange disk full or over the file size limit): {_exception_line(exc)}"}
             input_sets.append(inputs)
         reply: dict[str, Any] = {"status": "ok", "files": files, "spot": []}
         if request.get("timing") is not None:
@@ -246,7 +256,8 @@ class CandidateHarness:
         from core.problem.reference import OutputMismatch, outputs_by_name
 
         torch = self.torch
-        before = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor)}
+        before = {n: v.clone() for n, v in inputs.items()
+                  if isinstance(v, torch.Tensor) and n not in self.mutable_inputs}
         threads_before = set(threading.enumerate())
         children_before = _child_pids()
         args = list(inputs.values()) + (list(outputs.values()) if outputs is not None else [])
@@ -427,10 +438,15 @@ class Judge:
         try:
             problem, reference = self._problem(request)
             workload = problem.workloads[request["workload"]]
-            for seed in request["seeds"]:
+            mutated: list[str] = []
+            for round_, seed in enumerate(request["seeds"]):
                 inputs = make_inputs(problem, workload, self.device, seed, reference)
+                before = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor)} if round_ == 0 else {}
                 with torch.no_grad():
                     outputs = outputs_by_name(problem.definition, reference.run(*inputs.values()))
+                # An in-place update (a KV cache write, say) is the problem's semantics: the candidate may do it too.
+                mutated += [n for n, v in before.items() if not _same_bits(inputs[n], v)]
+                del before
                 mismatches = check_outputs(problem.definition, outputs, workload.resolved_axes)
                 if mismatches:
                     return {"status": "INVALID_REFERENCE", "reason": "; ".join(mismatches)}
@@ -441,7 +457,7 @@ class Judge:
             if _is_fatal_cuda(exc):
                 raise WorkerFatal("reference: " + _exception_line(exc)) from None
             return {"status": "INVALID_REFERENCE", "reason": _exception_line(exc, "<reference of")}
-        return {"status": "ok"}
+        return {"status": "ok", "mutates": mutated}
 
     def _check(self, request: dict[str, Any]) -> dict[str, Any]:
         from core.evaluate.compare import compare_output, worst

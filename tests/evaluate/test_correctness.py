@@ -106,3 +106,54 @@ def test_the_reference_as_a_candidate_passes(cpu_pool, rmsnorm_problem):
 
     verdict = cpu_pool.evaluate(rmsnorm_problem, reference_as_solution(rmsnorm_problem))
     assert verdict.status is Status.PASSED, verdict.reason
+
+
+CACHE_UPDATE_REFERENCE = '''import torch
+
+def run(new_rows, cache, position):
+    cache[position] = new_rows * 2
+    return cache.clone(), new_rows.sum(dim=-1)
+'''
+
+
+def _cache_update_problem(folder):
+    import json
+
+    from core.problem import load_problem
+
+    folder.mkdir(parents=True)
+    definition = {
+        "name": "cache_update", "description": "Writes rows into a cache in place, as a KV-cache update does.",
+        "axes": {"rows": {"type": "const", "value": 4}, "slots": {"type": "const", "value": 32},
+                 "width": {"type": "const", "value": 16}},
+        "inputs": {"new_rows": {"shape": ["rows", "width"], "dtype": "float32"},
+                   "cache": {"shape": ["slots", "width"], "dtype": "float32"},
+                   "position": {"shape": None, "dtype": "int32"}},
+        "outputs": {"cache_out": {"shape": ["slots", "width"], "dtype": "float32"},
+                    "row_sums": {"shape": ["rows"], "dtype": "float32"}},
+        "reference": CACHE_UPDATE_REFERENCE.replace("cache[position]", "cache[position:position + new_rows.shape[0]]"),
+    }
+    (folder / "definition.json").write_text(json.dumps(definition))
+    line = {"uuid": "u0", "axes": {}, "inputs": {"new_rows": {"type": "random"}, "cache": {"type": "random"},
+                                                  "position": {"type": "scalar", "value": 3}}}
+    (folder / "workload.jsonl").write_text(json.dumps(line) + "\n")
+    return load_problem(folder)
+
+
+def test_an_input_the_reference_updates_in_place_may_be_updated_but_no_other(cpu_pool, tmp_path):
+    from core.solution.from_reference import reference_as_solution
+
+    problem = _cache_update_problem(tmp_path / "misc" / "cache_update")
+    verdict = cpu_pool.evaluate(problem, reference_as_solution(problem))
+    assert verdict.status is Status.PASSED, verdict.reason
+
+    also_clears_new_rows = '''import torch
+
+def run(new_rows, cache, position):
+    cache[position:position + new_rows.shape[0]] = new_rows * 2
+    sums = new_rows.sum(dim=-1)
+    new_rows.zero_()
+    return cache.clone(), sums
+'''
+    verdict = cpu_pool.evaluate(problem, python_solution(also_clears_new_rows, dps=False))
+    assert verdict.status is Status.RUNTIME_ERROR and "modified input new_rows" in verdict.reason

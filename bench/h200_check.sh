@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
+#   bench/h200_check.sh tests|refs|readme|evalbench|seeds [problem paths...]
+# Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
+# through $KERNELFLEET_SOL_EXECBENCH.
+set -uo pipefail
+OUT=${OUT:-./h200-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+part=$1; shift
+case $part in
+  tests)
+    timeout "${LIMIT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/evaluate tests/cli tests/solution \
+      tests/problem tests/roofline 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
+  refs)
+    [ $# -gt 0 ] || set -- "$KERNELFLEET_SOL_EXECBENCH/benchmark"
+    timeout "${LIMIT:-500}" python3 bench/seed_report.py "$@" --candidate reference \
+      --workloads first-last --no-baseline --rounds 1 --quick --out "$OUT/refs.jsonl" > "$OUT/refs.txt" 2>&1
+    tail -5 "$OUT/refs.txt" ;;
+  readme)
+    p=problems/norm/001_rmsnorm_llama3_1_8b
+    timeout 120 python3 -m cli.main eval $p --solution $p/solutions/seed_cuda.json 2>&1 | tee "$OUT/readme-eval.txt" ;;
+  evalbench)
+    timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" 2>&1 | tail -30 ;;
+  seeds)
+    timeout "${LIMIT:-400}" python3 bench/seed_report.py "$@" --quick --rounds 2 --out "$OUT/seeds.jsonl" 2>&1 | tail -30 ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac

@@ -1,0 +1,187 @@
+"""Rows of the run store as frozen dataclasses: what the planner, the reports and the UI read."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    created_at: float
+    config: dict[str, Any]
+    problem_paths: tuple[str, ...]
+    device: str
+    gpus: tuple[int, ...]
+    gpu_name: str
+    state: str  # starting | running | stopping | stopped | finished
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """One workload of a problem as the run measured it once: the baseline and the speed-of-light time."""
+
+    index: int
+    axes: str
+    t_b_ms: float | None = None
+    t_sol_ms: float | None = None
+    baseline_method: str = ""
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    id: int
+    key: str  # "subset/name", unique in the run
+    name: str
+    subset: str
+    path: str
+    op: str
+    priority: int
+    paused: bool
+    pinned: bool
+    status: str  # waiting | active | plateaued | over budget | failed | paused
+    best_attempt_id: int | None
+    best_speedup: float | None
+    best_sol: float | None
+    seed_attempt_id: int | None
+    seed_speedup: float | None
+    seed_sol: float | None
+    attempts: int
+    failures_in_row: int
+    since_improvement: int  # attempts since the best SOL last rose by the planner's minimum gain
+    tokens: int
+    dollars: float
+    gpu_seconds: float
+    wall_seconds: float
+    last_change_at: float | None
+    workloads: tuple[WorkloadInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    id: int
+    name: str
+    kind: str  # tuner | llm
+    model: str
+    state: str  # idle | working | paused | backoff | stopped
+    problem_id: int | None
+    paused: bool
+    attempts: int
+    failures_in_row: int
+    tokens: int
+    dollars: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    id: int
+    problem_id: int
+    agent_id: int | None
+    parent_id: int | None
+    state: str  # pending | done
+    created_at: float
+    finished_at: float | None
+    language: str
+    solution: dict[str, Any]
+    diff: str
+    tunables: dict[str, Any]
+    note: str
+    workloads: tuple[int, ...] | None  # None: every workload
+    build: dict[str, Any] | None
+    verdict: dict[str, Any] | None
+    status: str | None
+    reason: str
+    times_ms: dict[int, float] = field(default_factory=dict)  # per passed workload
+    speedup: float | None = None
+    sol: float | None = None
+    full: bool = True
+    tokens: int = 0
+    dollars: float = 0.0
+    gpu_seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "PASSED"
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    ts: float
+    kind: str  # log | decision | control | run
+    agent_id: int | None
+    problem_id: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class ControlRow:
+    id: int
+    ts: float
+    command: str
+    target: str
+    value: str
+    applied_at: float | None
+    result: str
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    ts: float
+    fleet_mean_sol: float | None
+    geomean_speedup: float | None
+    gpu_busy: float | None
+    queue_wait_s: float | None
+    attempts: int
+    tokens: int
+    dollars: float
+    active_problems: int
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default
+
+
+def run_from_row(r) -> RunInfo:
+    return RunInfo(r["created_at"], _loads(r["config_json"], {}), tuple(_loads(r["problem_paths_json"], [])),
+                   r["device"], tuple(_loads(r["gpus_json"], [])), r["gpu_name"], r["state"], r["ended_at"])
+
+
+def problem_from_row(r) -> ProblemRow:
+    workloads = tuple(WorkloadInfo(**w) for w in _loads(r["workloads_json"], []))
+    return ProblemRow(r["id"], r["key"], r["name"], r["subset"], r["path"], r["op"], r["priority"], bool(r["paused"]),
+                      bool(r["pinned"]), r["status"], r["best_attempt_id"], r["best_speedup"], r["best_sol"],
+                      r["seed_attempt_id"], r["seed_speedup"], r["seed_sol"], r["attempts"], r["failures_in_row"],
+                      r["since_improvement"], r["tokens"], r["dollars"], r["gpu_seconds"], r["wall_seconds"],
+                      r["last_change_at"], workloads)
+
+
+def agent_from_row(r) -> AgentRow:
+    return AgentRow(r["id"], r["name"], r["kind"], r["model"], r["state"], r["problem_id"], bool(r["paused"]),
+                    r["attempts"], r["failures_in_row"], r["tokens"], r["dollars"], r["updated_at"])
+
+
+def attempt_from_row(r) -> AttemptRow:
+    workloads = _loads(r["workloads_json"], None)
+    return AttemptRow(r["id"], r["problem_id"], r["agent_id"], r["parent_id"], r["state"], r["created_at"],
+                      r["finished_at"], r["language"], _loads(r["solution_json"], {}), r["diff"],
+                      _loads(r["tunables_json"], {}), r["note"], tuple(workloads) if workloads is not None else None,
+                      _loads(r["build_json"], None), _loads(r["verdict_json"], None), r["status"], r["reason"],
+                      {int(k): v for k, v in _loads(r["times_json"], {}).items()}, r["speedup"], r["sol"],
+                      bool(r["full"]), r["tokens"], r["dollars"], r["gpu_seconds"])
+
+
+def event_from_row(r) -> EventRow:
+    return EventRow(r["id"], r["ts"], r["kind"], r["agent_id"], r["problem_id"], r["message"])
+
+
+def control_from_row(r) -> ControlRow:
+    return ControlRow(r["id"], r["ts"], r["command"], r["target"], r["value"], r["applied_at"], r["result"])
+
+
+def metric_from_row(r) -> MetricRow:
+    return MetricRow(r["ts"], r["fleet_mean_sol"], r["geomean_speedup"], r["gpu_busy"], r["queue_wait_s"],
+                     r["attempts"], r["tokens"], r["dollars"], r["active_problems"])

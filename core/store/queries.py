@@ -1,0 +1,79 @@
+"""Read queries shared by the writer (the orchestrator) and readers in other processes (the UI, reports)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from core.store import model
+
+
+class Queries:
+    conn: sqlite3.Connection
+
+    def run_info(self) -> model.RunInfo | None:
+        row = self.conn.execute("SELECT * FROM run WHERE id = 1").fetchone()
+        return model.run_from_row(row) if row else None
+
+    def problems(self) -> list[model.ProblemRow]:
+        return [model.problem_from_row(r) for r in self.conn.execute("SELECT * FROM problems ORDER BY id")]
+
+    def problem(self, problem_id: int) -> model.ProblemRow | None:
+        row = self.conn.execute("SELECT * FROM problems WHERE id = ?", (problem_id,)).fetchone()
+        return model.problem_from_row(row) if row else None
+
+    def problem_by_key(self, key: str) -> model.ProblemRow | None:
+        row = self.conn.execute("SELECT * FROM problems WHERE key = ?", (key,)).fetchone()
+        return model.problem_from_row(row) if row else None
+
+    def agents(self) -> list[model.AgentRow]:
+        return [model.agent_from_row(r) for r in self.conn.execute("SELECT * FROM agents ORDER BY id")]
+
+    def agent(self, agent_id: int) -> model.AgentRow | None:
+        row = self.conn.execute("SELECT * FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        return model.agent_from_row(row) if row else None
+
+    def attempt(self, attempt_id: int) -> model.AttemptRow | None:
+        row = self.conn.execute("SELECT * FROM attempts WHERE id = ?", (attempt_id,)).fetchone()
+        return model.attempt_from_row(row) if row else None
+
+    def attempts(self, problem_id: int | None = None, agent_id: int | None = None, *, state: str | None = None,
+                 since_id: int = 0, limit: int | None = None) -> list[model.AttemptRow]:
+        """Attempts in the order they were made (newest last), optionally filtered."""
+        where, args = ["id > ?"], [since_id]
+        for column, value in (("problem_id", problem_id), ("agent_id", agent_id), ("state", state)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = f"SELECT * FROM attempts WHERE {' AND '.join(where)} ORDER BY id"
+        if limit is not None:
+            sql = f"SELECT * FROM ({sql.replace('ORDER BY id', 'ORDER BY id DESC')} LIMIT {int(limit)}) ORDER BY id"
+        return [model.attempt_from_row(r) for r in self.conn.execute(sql, args)]
+
+    def attempt_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM attempts WHERE state = 'done'").fetchone()[0]
+
+    def events(self, *, agent_id: int | None = None, problem_id: int | None = None, kind: str | None = None,
+               since_id: int = 0, limit: int = 500) -> list[model.EventRow]:
+        """The newest ``limit`` events after ``since_id`` (oldest first)."""
+        where, args = ["id > ?"], [since_id]
+        for column, value in (("agent_id", agent_id), ("problem_id", problem_id), ("kind", kind)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        rows = self.conn.execute(f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+                                 [*args, int(limit)]).fetchall()
+        return [model.event_from_row(r) for r in reversed(rows)]
+
+    def controls(self, *, pending_only: bool = False) -> list[model.ControlRow]:
+        sql = "SELECT * FROM controls" + (" WHERE applied_at IS NULL" if pending_only else "") + " ORDER BY id"
+        return [model.control_from_row(r) for r in self.conn.execute(sql)]
+
+    def metrics(self, since_ts: float = 0.0) -> list[model.MetricRow]:
+        return [model.metric_from_row(r) for r in
+                self.conn.execute("SELECT * FROM metrics WHERE ts > ? ORDER BY id", (since_ts,))]
+
+    def totals(self) -> dict[str, float]:
+        row = self.conn.execute("SELECT COUNT(*) AS n, COALESCE(SUM(tokens), 0) AS tokens, "
+                                "COALESCE(SUM(dollars), 0) AS dollars, COALESCE(SUM(gpu_seconds), 0) AS gpu "
+                                "FROM attempts WHERE state = 'done'").fetchone()
+        return {"attempts": row["n"], "tokens": row["tokens"], "dollars": row["dollars"], "gpu_seconds": row["gpu"]}

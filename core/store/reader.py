@@ -1,0 +1,32 @@
+"""Read-only access to a run's store from any process (a watcher UI, `kernelfleet report`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from core.store.queries import Queries
+from core.store.schema import DB_NAME, MIGRATIONS
+
+
+class RunReader(Queries):
+    def __init__(self, run_dir: str | Path):
+        path = Path(run_dir) / DB_NAME
+        if not path.exists():
+            raise FileNotFoundError(f"{run_dir}: no run here ({DB_NAME} is missing)")
+        self.run_dir = Path(run_dir)
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != len(MIGRATIONS):
+            self.conn.close()
+            raise ValueError(f"{run_dir}: store version {version}; this kernelfleet reads {len(MIGRATIONS)}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RunReader:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -1,0 +1,136 @@
+"""The store's tables, as numbered migrations applied in order (PRAGMA user_version holds the last applied)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+DB_NAME = "run.sqlite"
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the first layout
+    """
+    CREATE TABLE run (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        created_at REAL NOT NULL,
+        config_json TEXT NOT NULL,
+        problem_paths_json TEXT NOT NULL,
+        device TEXT NOT NULL,
+        gpus_json TEXT NOT NULL,
+        gpu_name TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL,
+        ended_at REAL
+    );
+    CREATE TABLE problems (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        subset TEXT NOT NULL,
+        path TEXT NOT NULL,
+        op TEXT NOT NULL DEFAULT '',
+        priority INTEGER NOT NULL DEFAULT 0,
+        paused INTEGER NOT NULL DEFAULT 0,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'waiting',
+        best_attempt_id INTEGER,
+        best_speedup REAL,
+        best_sol REAL,
+        seed_attempt_id INTEGER,
+        seed_speedup REAL,
+        seed_sol REAL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        failures_in_row INTEGER NOT NULL DEFAULT 0,
+        since_improvement INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        dollars REAL NOT NULL DEFAULT 0,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        wall_seconds REAL NOT NULL DEFAULT 0,
+        last_change_at REAL,
+        workloads_json TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE TABLE agents (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        model TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL DEFAULT 'idle',
+        problem_id INTEGER REFERENCES problems(id),
+        paused INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        failures_in_row INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        dollars REAL NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL DEFAULT 0
+    );
+    CREATE TABLE attempts (
+        id INTEGER PRIMARY KEY,
+        problem_id INTEGER NOT NULL REFERENCES problems(id),
+        agent_id INTEGER REFERENCES agents(id),
+        parent_id INTEGER REFERENCES attempts(id),
+        state TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        language TEXT NOT NULL,
+        solution_json TEXT NOT NULL,
+        diff TEXT NOT NULL DEFAULT '',
+        tunables_json TEXT NOT NULL DEFAULT '{}',
+        note TEXT NOT NULL DEFAULT '',
+        workloads_json TEXT,
+        build_json TEXT,
+        verdict_json TEXT,
+        status TEXT,
+        reason TEXT NOT NULL DEFAULT '',
+        times_json TEXT NOT NULL DEFAULT '{}',
+        speedup REAL,
+        sol REAL,
+        full INTEGER NOT NULL DEFAULT 1,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        dollars REAL NOT NULL DEFAULT 0,
+        gpu_seconds REAL NOT NULL DEFAULT 0
+    );
+    CREATE INDEX attempts_by_problem ON attempts(problem_id, id);
+    CREATE INDEX attempts_by_agent ON attempts(agent_id, id);
+    CREATE INDEX attempts_pending ON attempts(state) WHERE state = 'pending';
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        agent_id INTEGER,
+        problem_id INTEGER,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX events_by_agent ON events(agent_id, id);
+    CREATE INDEX events_by_problem ON events(problem_id, id);
+    CREATE TABLE controls (
+        id INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        command TEXT NOT NULL,
+        target TEXT NOT NULL DEFAULT '',
+        value TEXT NOT NULL DEFAULT '',
+        applied_at REAL,
+        result TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE metrics (
+        id INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        fleet_mean_sol REAL,
+        geomean_speedup REAL,
+        gpu_busy REAL,
+        queue_wait_s REAL,
+        attempts INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        dollars REAL NOT NULL,
+        active_problems INTEGER NOT NULL
+    );
+    """,
+)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the file up to the newest layout; returns the version it is at."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise ValueError(f"the run store is version {version}, newer than this kernelfleet ({len(MIGRATIONS)})")
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        with conn:
+            conn.executescript("BEGIN;" + MIGRATIONS[number - 1] + f";PRAGMA user_version = {number};")
+    return len(MIGRATIONS)

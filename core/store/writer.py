@@ -1,0 +1,156 @@
+"""The run's one writer: the orchestrator owns this connection. Every call commits, so a kill at any moment leaves
+the file consistent at the last completed call."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from core.store.queries import Queries
+from core.store.schema import DB_NAME, migrate
+
+_PROBLEM_FIELDS = {"op", "priority", "paused", "pinned", "status", "best_attempt_id", "best_speedup", "best_sol",
+                   "seed_attempt_id", "seed_speedup", "seed_sol", "attempts", "failures_in_row", "since_improvement",
+                   "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at"}
+_AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model"}
+
+
+class StoreError(Exception):
+    pass
+
+
+class RunStore(Queries):
+    def __init__(self, run_dir: str | Path, *, create: bool = False):
+        self.run_dir = Path(run_dir)
+        path = self.run_dir / DB_NAME
+        if not create and not path.exists():
+            raise StoreError(f"{run_dir}: no run here ({DB_NAME} is missing)")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoints, never corrupt
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            migrate(self.conn)
+        except ValueError as exc:
+            self.conn.close()
+            raise StoreError(f"{run_dir}: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _insert(self, table: str, values: dict[str, Any]) -> int:
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        return int(self.conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})",
+                                     list(values.values())).lastrowid)
+
+    def _update(self, table: str, row_id: int, fields: dict[str, Any], allowed: set[str]) -> None:
+        unknown = set(fields) - allowed
+        if unknown:
+            raise StoreError(f"{table}: no such field(s) {', '.join(sorted(unknown))}")
+        if fields:
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*fields.values(), row_id])
+
+    # ---------------------------------------------------------------- the run
+
+    def init_run(self, config: dict[str, Any], problem_paths: list[str], device: str, gpus: list[int],
+                 gpu_name: str = "") -> None:
+        self.conn.execute("INSERT INTO run (id, created_at, config_json, problem_paths_json, device, gpus_json, "
+                          "gpu_name, state) VALUES (1, ?, ?, ?, ?, ?, ?, 'starting')",
+                          (time.time(), json.dumps(config), json.dumps(problem_paths), device, json.dumps(gpus),
+                           gpu_name))
+
+    def set_run_state(self, state: str) -> None:
+        ended = time.time() if state in ("stopped", "finished") else None
+        self.conn.execute("UPDATE run SET state = ?, ended_at = ? WHERE id = 1", (state, ended))
+
+    # ---------------------------------------------------------------- problems and agents
+
+    def add_problem(self, key: str, name: str, subset: str, path: str, op: str = "",
+                    workloads: list[dict[str, Any]] | None = None) -> int:
+        row = self.conn.execute("SELECT id FROM problems WHERE key = ?", (key,)).fetchone()
+        if row:
+            return int(row["id"])
+        return self._insert("problems", {"key": key, "name": name, "subset": subset, "path": path, "op": op,
+                                         "workloads_json": json.dumps(workloads or [])})
+
+    def set_problem_workloads(self, problem_id: int, workloads: list[dict[str, Any]]) -> None:
+        self.conn.execute("UPDATE problems SET workloads_json = ? WHERE id = ?", (json.dumps(workloads), problem_id))
+
+    def update_problem(self, problem_id: int, **fields: Any) -> None:
+        self._update("problems", problem_id, fields, _PROBLEM_FIELDS)
+
+    def add_agent(self, name: str, kind: str, model: str = "") -> int:
+        row = self.conn.execute("SELECT id FROM agents WHERE name = ?", (name,)).fetchone()
+        if row:
+            return int(row["id"])
+        return self._insert("agents", {"name": name, "kind": kind, "model": model, "updated_at": time.time()})
+
+    def update_agent(self, agent_id: int, **fields: Any) -> None:
+        self._update("agents", agent_id, {**fields}, _AGENT_FIELDS)
+        self.conn.execute("UPDATE agents SET updated_at = ? WHERE id = ?", (time.time(), agent_id))
+
+    # ---------------------------------------------------------------- attempts
+
+    def begin_attempt(self, problem_id: int, agent_id: int | None, solution: dict[str, Any], *, language: str,
+                      parent_id: int | None = None, diff: str = "", tunables: dict[str, Any] | None = None,
+                      note: str = "", workloads: list[int] | None = None, tokens: int = 0,
+                      dollars: float = 0.0) -> int:
+        """Record a candidate before it is evaluated, so a crash mid-evaluation leaves it to be re-evaluated."""
+        return self._insert("attempts", {
+            "problem_id": problem_id, "agent_id": agent_id, "parent_id": parent_id, "state": "pending",
+            "created_at": time.time(), "language": language, "solution_json": json.dumps(solution), "diff": diff,
+            "tunables_json": json.dumps(tunables or {}), "note": note,
+            "workloads_json": json.dumps(workloads) if workloads is not None else None,
+            "full": 1 if workloads is None else 0, "tokens": tokens, "dollars": dollars})
+
+    def finish_attempt(self, attempt_id: int, *, status: str, reason: str = "", verdict: dict[str, Any] | None = None,
+                       build: dict[str, Any] | None = None, times_ms: dict[int, float] | None = None,
+                       speedup: float | None = None, sol: float | None = None, gpu_seconds: float = 0.0) -> bool:
+        """Complete a pending attempt; False (and nothing written) if it was already complete."""
+        cursor = self.conn.execute(
+            "UPDATE attempts SET state = 'done', finished_at = ?, status = ?, reason = ?, verdict_json = ?, "
+            "build_json = ?, times_json = ?, speedup = ?, sol = ?, gpu_seconds = ? WHERE id = ? AND state = 'pending'",
+            (time.time(), status, reason[:2000], json.dumps(verdict) if verdict is not None else None,
+             json.dumps(build) if build is not None else None, json.dumps({str(k): v for k, v in (times_ms or {}).items()}),
+             speedup, sol, gpu_seconds, attempt_id))
+        return cursor.rowcount == 1
+
+    def transaction(self):
+        """``with store.transaction():`` groups several writes into one commit."""
+        return _Transaction(self.conn)
+
+    # ---------------------------------------------------------------- events, controls, metrics
+
+    def add_event(self, kind: str, message: str, *, agent_id: int | None = None,
+                  problem_id: int | None = None) -> int:
+        return self._insert("events", {"ts": time.time(), "kind": kind, "agent_id": agent_id,
+                                       "problem_id": problem_id, "message": message})
+
+    def mark_control_applied(self, control_id: int, result: str) -> None:
+        self.conn.execute("UPDATE controls SET applied_at = ?, result = ? WHERE id = ?",
+                          (time.time(), result, control_id))
+
+    def add_metric(self, *, fleet_mean_sol: float | None, geomean_speedup: float | None, gpu_busy: float | None,
+                   queue_wait_s: float | None, attempts: int, tokens: int, dollars: float, active_problems: int) -> None:
+        self._insert("metrics", {"ts": time.time(), "fleet_mean_sol": fleet_mean_sol,
+                                 "geomean_speedup": geomean_speedup, "gpu_busy": gpu_busy,
+                                 "queue_wait_s": queue_wait_s, "attempts": attempts, "tokens": tokens,
+                                 "dollars": dollars, "active_problems": active_problems})
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, *_) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -15,8 +15,6 @@ import datetime
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ from core.errors import SpecError
 from core.problem import ProblemInvalid, load_problem
 from core.problem.load import WORKLOAD_FILE
 from core.problem.schema import Problem
+from core.roofline.problem_sol import SolModel, gpu_name_from_smi, speed_of_light
 
 QUICK_TIMING = dict(warmup_calls=1, min_calls=5, max_calls=40, target_seconds=0.01, device_check_calls=3)
 NOT_RUN = "NOT_RUN"
@@ -157,62 +156,6 @@ def _check_device_fits(solution, solution_path: Path, kind, device: str) -> None
                              "(--device cpu runs pytorch solutions only)")
 
 
-# ---------------------------------------------------------------- speed of light
-
-
-@dataclass
-class SolModel:
-    """T_sol per workload index (ms), or why there is none."""
-
-    t_sol_ms: dict[int, float] = field(default_factory=dict)
-    notes: dict[int, str] = field(default_factory=dict)
-    unavailable: str = ""  # why there is no T_sol for any workload
-    enforce: bool = False  # datasheet peaks: a strict lower bound, so a time under it is rejected
-    gpu: str = ""
-
-    def note(self, index: int) -> str:
-        return self.unavailable or self.notes.get(index, "")
-
-
-def speed_of_light(problem: Problem, indices: list[int], device: str, gpu_name: str) -> SolModel:
-    if device == "cpu":
-        return SolModel(unavailable="T_sol unavailable: no speed-of-light model for the cpu device")
-    try:
-        from core.roofline import UnknownGpu, count_workload, lookup_spec, t_sol
-    except ImportError as exc:
-        return SolModel(unavailable=f"T_sol unavailable: core.roofline cannot be imported ({exc})")
-    if not gpu_name:
-        return SolModel(unavailable="T_sol unavailable: the GPU's name is unknown")
-    try:
-        spec = lookup_spec(gpu_name)
-    except UnknownGpu:
-        spec = None
-        try:
-            from core.roofline.ceilings import load_cached, spec_from_ceilings
-
-            cached = load_cached(gpu_name)
-            spec = spec_from_ceilings(cached) if cached is not None else None
-        except ImportError:
-            pass
-        if spec is None:
-            return SolModel(unavailable=f"T_sol unavailable: {gpu_name!r} is not in the GPU table and its ceilings "
-                                        "are not measured yet (core.roofline.ceilings.measure_ceilings)")
-    model = SolModel(enforce=spec.source == "datasheet", gpu=spec.name)
-    for index in indices:
-        workload = problem.workloads[index]
-        if workload.unavailable:
-            continue
-        count = count_workload(problem, workload)
-        if not count.exact:
-            model.notes[index] = f"T_sol unavailable: {count.method}"
-            continue
-        try:
-            model.t_sol_ms[index] = t_sol(count, spec).t_sol_s * 1e3
-        except ValueError as exc:
-            model.notes[index] = f"T_sol unavailable: {exc}"
-    return model
-
-
 def sol_score(t_ms: float | None, tb_ms: float | None, ts_ms: float | None) -> tuple[float | None, str]:
     if t_ms is None or tb_ms is None or ts_ms is None:
         return None, ""
@@ -225,20 +168,6 @@ def sol_score(t_ms: float | None, tb_ms: float | None, ts_ms: float | None) -> t
         return score(t_ms, tb_ms, ts_ms), ""
     except SolScoreError as exc:
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def _gpu_name_from_smi() -> str:
-    """The name of the GPU the pool uses (its first), asked of nvidia-smi: no CUDA context in this process."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return ""
-    try:
-        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "--id=0"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    return lines[0] if done.returncode == 0 and lines else ""
 
 
 # ---------------------------------------------------------------- the run
@@ -317,7 +246,7 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
                                                   compile_timeout_s=args.compile_timeout, blob_roots=blob_roots):
                     outcome.baselines[result.index] = result
         names = [b.device_name for b in outcome.baselines.values() if b.device_name]
-        gpu_name = names[0] if names else (_gpu_name_from_smi() if device == "cuda" else "")
+        gpu_name = names[0] if names else (gpu_name_from_smi() if device == "cuda" else "")
         outcome.device_name = _device_label(device, gpu_name)
         with err.status("computing the speed of light T_sol", spinner="dots"):
             outcome.sol = speed_of_light(problem, indices, device, gpu_name)

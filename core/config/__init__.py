@@ -1,0 +1,28 @@
+"""The run configuration: a TOML file checked against frozen dataclasses, every setting with a default."""
+
+from core.config.load import ConfigError, config_to_dict, load_config, parse_config
+from core.config.schema import (
+    BudgetConfig,
+    EvaluationConfig,
+    FleetConfig,
+    FleetSection,
+    GpuConfig,
+    LlmConfig,
+    PlannerConfig,
+    TunerConfig,
+)
+
+__all__ = [
+    "BudgetConfig",
+    "ConfigError",
+    "EvaluationConfig",
+    "FleetConfig",
+    "FleetSection",
+    "GpuConfig",
+    "LlmConfig",
+    "PlannerConfig",
+    "TunerConfig",
+    "config_to_dict",
+    "load_config",
+    "parse_config",
+]

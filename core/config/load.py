@@ -1,0 +1,214 @@
+"""Read the run configuration from TOML and check it against ``core.config.schema``.
+
+The first fault found, in file order, is raised as one ``ConfigError``: ``SOURCE: section.key: MESSAGE``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import Field, fields
+from functools import cache
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from core.config.schema import FleetConfig
+
+# An API key pasted where the variable's name belongs.
+_KEY_PREFIX = "sk-"
+_MAX_ENV_NAME = 64
+_KINDS = {bool: ("true or false", "booleans"), int: ("an integer", "integers"), float: ("a number", "numbers"),
+          str: ("a string", "strings")}
+
+
+class ConfigError(Exception):
+    """A bad config file or value, rendered as ``SOURCE: KEY: MESSAGE`` (``SOURCE: MESSAGE`` for the file itself)."""
+
+    def __init__(self, source: str | Path, key: str | None, message: str):
+        self.source = str(source)
+        self.key = key
+        self.message = message
+        super().__init__(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
+
+
+def load_config(path: str | Path | None) -> FleetConfig:
+    """The config in the TOML file at ``path``; every setting at its default when ``path`` is None."""
+    if path is None:
+        return FleetConfig()
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(source, None, "no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(source, None, "is a folder, not a file") from None
+    except OSError as exc:
+        raise ConfigError(source, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, None, f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "TOML syntax", str(exc)) from None
+    return parse_config(data, source)
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>") -> FleetConfig:
+    """Check a parsed TOML (or JSON) document and build the config; missing sections and keys take defaults."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, None, f"must be a table of sections, got {_show(data)}")
+    sections = _fields(FleetConfig)
+    hints = _hints(FleetConfig)
+    built: dict[str, Any] = {}
+    for name, table in data.items():
+        if name not in sections:
+            raise ConfigError(source, str(name), _unknown_section(str(name)))
+        built[name] = _parse_section(hints[name], name, table, source)
+    return FleetConfig(**built)
+
+
+def config_to_dict(cfg: FleetConfig) -> dict[str, dict[str, Any]]:
+    """Plain JSON-ready data (tuples as lists) that ``parse_config`` turns back into an equal config."""
+    return {
+        name: {key: list(value) if isinstance(value, tuple) else value
+               for key in _fields(type(section)) for value in [getattr(section, key)]}
+        for name in _fields(FleetConfig) for section in [getattr(cfg, name)]
+    }
+
+
+def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
+    if not isinstance(table, Mapping):
+        raise ConfigError(source, section, f"must be a table ([{section}]), got {_show(table)}")
+    known = _fields(cls)
+    hints = _hints(cls)
+    values = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(source, f"{section}.{key}", _unknown_key(section, str(key)))
+        values[key] = _check(value, hints[key], known[key], f"{section}.{key}", source)
+    parsed = cls(**values)
+    if section == "llm":
+        _check_env_name(parsed.api_key_env, source)
+    if section == "fleet" and parsed.tuner_agents + parsed.llm_agents < 1:
+        raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
+                                           f"{parsed.tuner_agents} + {parsed.llm_agents}")
+    return parsed
+
+
+def _check(value: Any, tp: Any, spec: Field, key: str, source: str) -> Any:
+    meta = spec.metadata
+    if get_origin(tp) is not tuple:
+        return _check_scalar(value, tp, meta, key, source)
+    item_tp = get_args(tp)[0]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(source, key, f"must be {_describe_list(item_tp, meta)}, got {_show(value)}")
+    items = tuple(_check_scalar(v, item_tp, meta, f"{key}[{i}]", source) for i, v in enumerate(value))
+    if meta.get("nonempty") and not items:
+        raise ConfigError(source, key, f"must be {_describe_list(item_tp, meta)}, got []")
+    if meta.get("unique"):
+        seen = set()
+        for item in items:
+            if item in seen:
+                raise ConfigError(source, key, f"{_show(item)} is listed twice")
+            seen.add(item)
+    return items
+
+
+def _check_scalar(value: Any, tp: type, meta: Mapping[str, Any], key: str, source: str) -> Any:
+    def fail() -> ConfigError:
+        return ConfigError(source, key, f"must be {_describe(tp, meta)}, got {_show(value)}")
+
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise fail()
+        return value
+    if tp is str:
+        if not isinstance(value, str) or ("choices" in meta and value not in meta["choices"]):
+            raise fail()
+        return value
+    # int fields take ints only, float fields ints or floats; bool is an int subclass but never a number here.
+    ok_type = isinstance(value, int) if tp is int else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or (isinstance(value, float) and not math.isfinite(value)):
+        raise fail()
+    if ("min" in meta and value < meta["min"]) or ("gt" in meta and value <= meta["gt"]) \
+            or ("max" in meta and value > meta["max"]):
+        raise fail()
+    return float(value) if tp is float else value
+
+
+def _check_env_name(name: str, source: str) -> None:
+    # Never echo the value: it may be a real key.
+    if name.startswith(_KEY_PREFIX) or len(name) > _MAX_ENV_NAME:
+        raise ConfigError(source, "llm.api_key_env", "looks like an API key; give the name of the environment "
+                                                     "variable that holds the key (e.g. OPENAI_API_KEY), not the key")
+
+
+def _describe(tp: type, meta: Mapping[str, Any]) -> str:
+    if "choices" in meta:
+        return "one of " + ", ".join(repr(c) for c in meta["choices"])
+    return _KINDS[tp][0] + _bounds(meta)
+
+
+def _describe_list(item_tp: type, meta: Mapping[str, Any]) -> str:
+    text = ("a non-empty list" if meta.get("nonempty") else "a list") + " of " + _KINDS[item_tp][1]
+    if "choices" in meta:
+        return text + ", each one of " + ", ".join(repr(c) for c in meta["choices"])
+    return text + _bounds(meta)
+
+
+def _bounds(meta: Mapping[str, Any]) -> str:
+    if "gt" in meta:
+        return f" > {_num(meta['gt'])}"
+    if "min" in meta and "max" in meta:
+        return f" from {_num(meta['min'])} to {_num(meta['max'])}"
+    if "min" in meta:
+        return f" >= {_num(meta['min'])}"
+    if "max" in meta:
+        return f" <= {_num(meta['max'])}"
+    return ""
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown_section(name: str) -> str:
+    sections = list(_fields(FleetConfig))
+    close = difflib.get_close_matches(name, sections, n=1)
+    if close:
+        return f"unknown section, did you mean '{close[0]}'?"
+    owners = [s for s in sections if name in _fields(_hints(FleetConfig)[s])]
+    if owners:
+        return f"not a section; put this key under [{owners[0]}]"
+    return "unknown section; valid sections: " + ", ".join(sections)
+
+
+def _unknown_key(section: str, key: str) -> str:
+    cls = _hints(FleetConfig)[section]
+    keys = list(_fields(cls))
+    close = difflib.get_close_matches(key, keys, n=1)
+    if close:
+        return f"unknown key, did you mean '{close[0]}'?"
+    owners = [s for s, other in _hints(FleetConfig).items() if key in _fields(other)]
+    if owners:
+        return f"unknown key in [{section}]; it belongs in [{owners[0]}]"
+    return f"unknown key; valid keys in [{section}]: " + ", ".join(keys)
+
+
+@cache
+def _fields(cls: type) -> dict[str, Field]:
+    return {f.name: f for f in fields(cls)}
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)

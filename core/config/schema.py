@@ -1,0 +1,125 @@
+"""The run configuration as frozen dataclasses: every setting has a default, so an empty file is a valid config.
+
+Each field's bounds and allowed values sit in its metadata (see ``setting``); ``core.config.load`` checks them.
+Lists are stored as tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LANGUAGES = ("cuda_cpp", "triton", "pytorch", "cute_dsl")
+DEVICES = ("cuda", "cpu")
+TOOL_CALLING = ("auto", "tools", "text")
+TIMINGS = ("default", "quick")
+
+
+def setting(
+    default: Any,
+    *,
+    min: float | None = None,
+    gt: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    nonempty: bool = False,
+    unique: bool = False,
+) -> Any:
+    """A field with its checks: ``min``/``max`` inclusive, ``gt`` exclusive; for a list they apply to each item."""
+    meta = {"min": min, "gt": gt, "max": max, "choices": choices, "nonempty": nonempty, "unique": unique}
+    return field(default=default, metadata={k: v for k, v in meta.items() if v is not None and v is not False})
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    base_url: str = setting("http://127.0.0.1:8000/v1")
+    model: str = setting("")
+    # The NAME of the environment variable holding the API key, never the key itself.
+    api_key_env: str = setting("OPENAI_API_KEY")
+    concurrency: int = setting(4, min=1)
+    temperature: float = setting(0.2, min=0, max=2)
+    max_tokens: int = setting(4096, min=1)
+    context_tokens: int = setting(32768, min=1024)
+    timeout_s: float = setting(120.0, gt=0)
+    max_retries: int = setting(3, min=0)
+    # Dollars per million tokens; 0 leaves cost untracked.
+    price_input_per_mtok: float = setting(0.0, min=0)
+    price_output_per_mtok: float = setting(0.0, min=0)
+    # "tools": native tool calls; "text": tool calls written in the reply; "auto": tools where the server has them.
+    tool_calling: str = setting("auto", choices=TOOL_CALLING)
+
+
+@dataclass(frozen=True)
+class FleetSection:
+    tuner_agents: int = setting(2, min=0)
+    llm_agents: int = setting(0, min=0)
+    languages: tuple[str, ...] = setting(("cuda_cpp", "triton", "pytorch"), choices=LANGUAGES, nonempty=True,
+                                         unique=True)
+    device: str = setting("cuda", choices=DEVICES)
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    # Empty: use every GPU detected.
+    ids: tuple[int, ...] = setting((), min=0, unique=True)
+    # Keep a warm spare candidate process per GPU, so a crashed candidate is replaced at once.
+    spare: bool = setting(True)
+    workload_timeout_s: float = setting(120.0, gt=0)
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """Limits for the whole run and for each problem; 0 means unlimited."""
+
+    run_wall_s: float = setting(0.0, min=0)
+    run_attempts: int = setting(0, min=0)
+    run_tokens: int = setting(0, min=0)
+    run_dollars: float = setting(0.0, min=0)
+    problem_wall_s: float = setting(0.0, min=0)
+    problem_attempts: int = setting(0, min=0)
+    problem_tokens: int = setting(0, min=0)
+    problem_dollars: float = setting(0.0, min=0)
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    tick_s: float = setting(2.0, gt=0)
+    max_agents_per_problem: int = setting(2, min=1)
+    # Weights of the terms in a problem's scheduling score.
+    weight_priority: float = setting(1.0, min=0)
+    weight_sol_gap: float = setting(1.0, min=0)
+    weight_improvement: float = setting(1.0, min=0)
+    weight_failures: float = setting(0.5, min=0)
+    max_consecutive_failures: int = setting(8, min=1)
+    # A problem is plateaued after this many attempts without a best-SOL gain of at least plateau_min_gain.
+    plateau_attempts: int = setting(12, min=1)
+    plateau_min_gain: float = setting(0.01, min=0)
+
+
+@dataclass(frozen=True)
+class TunerConfig:
+    trials_per_problem: int = setting(40, min=1)
+    seed: int = setting(0)
+    # Random trials before the sampler starts using past results.
+    startup_trials: int = setting(8, min=0)
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    # Correctness rounds of fresh inputs per workload.
+    rounds: int = setting(5, min=1)
+    timing: str = setting("default", choices=TIMINGS)
+    # Let the baseline T_b be the faster of eager and torch.compile of the reference (else eager alone).
+    compile_baseline: bool = setting(True)
+    compile_timeout_s: float = setting(120.0, gt=0)
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    fleet: FleetSection = field(default_factory=FleetSection)
+    gpus: GpuConfig = field(default_factory=GpuConfig)
+    budgets: BudgetConfig = field(default_factory=BudgetConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    tuner: TunerConfig = field(default_factory=TunerConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)

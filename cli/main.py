@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import eval_cmd, problems_cmd
+from cli import eval_cmd, export_cmd, problems_cmd, report_cmd, run_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     problems_cmd.register(commands)
     eval_cmd.register(commands)
+    run_cmd.register(commands)
+    report_cmd.register(commands)
+    export_cmd.register(commands)
     return parser
 
 

@@ -241,6 +241,28 @@ class _DeviceSlot:
                 worker.close()
 
 
+@dataclass
+class PoolUsage:
+    """How busy the devices were while candidates wanted them (for the run's GPU busy fraction and queue wait)."""
+
+    devices: int
+    busy_s: float = 0.0  # summed over devices: time candidate jobs held a device (counted when a job ends)
+    wanted_s: float = 0.0  # integral over time of min(jobs queued or running, devices)
+    queue_wait_s: float = 0.0  # summed over jobs
+    jobs: int = 0
+    _demand: int = 0
+    _since: float = 0.0
+
+    def demand_changed(self, delta: int, now: float) -> None:
+        self.wanted_s += min(self._demand, self.devices) * (now - self._since) if self._demand else 0.0
+        self._since = now
+        self._demand += delta
+
+    def busy_fraction(self) -> float | None:
+        """Device time candidates held over device time they wanted; None before any job ended."""
+        return min(1.0, self.busy_s / self.wanted_s) if self.wanted_s > 0 else None
+
+
 class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
                  workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0):
@@ -252,6 +274,7 @@ class EvaluationPool:
         ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
         self._slots = [_DeviceSlot(device, gpu, self._root, spare) for gpu in ids]
         self._next = itertools.count()
+        self.usage = PoolUsage(devices=len(self._slots))
 
     async def __aenter__(self) -> EvaluationPool:
         return self
@@ -276,11 +299,20 @@ class EvaluationPool:
 
     async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
         slot = self._pick_slot()
-        await slot.gate.acquire(priority)
+        queued = time.monotonic()
+        self.usage.demand_changed(+1, queued)
         try:
-            return await self._evaluate(slot, job)
+            await slot.gate.acquire(priority)
+            began = time.monotonic()
+            self.usage.queue_wait_s += began - queued
+            try:
+                return await self._evaluate(slot, job)
+            finally:
+                slot.gate.release()
+                self.usage.busy_s += time.monotonic() - began
+                self.usage.jobs += 1
         finally:
-            slot.gate.release()
+            self.usage.demand_changed(-1, time.monotonic())
 
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,

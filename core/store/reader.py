@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 from core.store.queries import Queries
 from core.store.schema import DB_NAME, MIGRATIONS
@@ -15,7 +16,11 @@ class RunReader(Queries):
         if not path.exists():
             raise FileNotFoundError(f"{run_dir}: no run here ({DB_NAME} is missing)")
         self.run_dir = Path(run_dir)
-        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+        # Autocommit: every query reads the newest committed state. With the default isolation level a failed
+        # write attempt would leave an implicit BEGIN open, pinning this reader to a stale snapshot for good.
+        # The path is percent-encoded: a '?', '#' or '%' in a folder name must not be read as URI syntax.
+        self.conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=10,
+                                    isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version != len(MIGRATIONS):

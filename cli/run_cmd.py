@@ -1,0 +1,83 @@
+"""``kernelfleet run``: start or resume a fleet run; ``--headless`` prints one progress line per event."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+
+from core.config import ConfigError, load_config
+from core.fleet.orchestrator import Fleet, FleetError
+
+BUNDLED_PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "run", help="run the fleet on problems (or resume a run)",
+        description="Optimize kernels for PROBLEM_PATHS (default: the bundled problems/) with the agents the config "
+                    "asks for (default: 2 tuner agents). Everything is recorded in RUN_DIR/run.sqlite; Ctrl-C or "
+                    "SIGTERM stops cleanly, and --resume continues where the run stopped, even after kill -9.")
+    parser.add_argument("problem_paths", nargs="*", metavar="PROBLEM_PATHS", help="problem folders or folders of them")
+    parser.add_argument("--config", type=Path, metavar="fleet.toml", help="run configuration (default: built-in)")
+    parser.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run is recorded (default: runs/TIME)")
+    parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run recorded in DIR")
+    parser.add_argument("--device", choices=["cuda", "cpu"], help="override [fleet] device")
+    parser.add_argument("--headless", action="store_true", help="no terminal UI: print progress lines")
+    parser.set_defaults(handler=run_fleet)
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    if args.resume and (args.problem_paths or args.config or args.run_dir):
+        print("error: --resume DIR takes the problems and config stored in DIR; give no others", file=err)
+        return 2
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    if args.device:
+        config = dataclasses.replace(config, fleet=dataclasses.replace(config.fleet, device=args.device))
+    if args.resume:
+        run_dir, paths = args.resume, None
+    else:
+        run_dir = args.run_dir or Path("runs") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        paths = args.problem_paths or [str(BUNDLED_PROBLEMS)]
+    if not args.headless:
+        print("note: the terminal UI is not part of this build yet; running headless", file=err)
+    fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event)
+    try:
+        state = anyio.run(_run_with_signals, fleet)
+    except FleetError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    print(f"run {state}: {run_dir} — see `kernelfleet report {run_dir}`", flush=True)
+    return 0
+
+
+async def _run_with_signals(fleet: Fleet) -> str:
+    async with anyio.create_task_group() as tg:
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    print(f"{signal.Signals(signum).name}: stopping (in-flight attempts resume with --resume)",
+                          flush=True)
+                    fleet.request_stop(f"{signal.Signals(signum).name} received")
+                    return
+
+        tg.start_soon(watch_signals)
+        state = await fleet.run()
+        tg.cancel_scope.cancel()
+    return state
+
+
+def _print_event(kind: str, message: str, agent: str, problem: str) -> None:
+    stamp = datetime.datetime.now().strftime("%H:%M:%S")
+    who = " ".join(x for x in (agent, problem) if x)
+    print(f"{stamp} {kind:<8} {who + ': ' if who else ''}{message}", flush=True)

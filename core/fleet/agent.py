@@ -1,0 +1,62 @@
+"""The one narrow interface every agent kind implements (the tuner here, LLM agents next), and what it may call.
+
+An agent works on one problem at a time through a Workbench: it builds and evaluates candidates, each evaluation
+recorded as an attempt. It returns when ``bench.should_stop()`` says so (the planner moved it, a person paused it,
+the run is stopping) or when it has nothing more to try on this problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from core.problem.schema import Problem
+from core.solution.prepare import PreparedSolution
+from core.solution.schema import Solution
+from core.store.model import AttemptRow, ProblemRow
+
+
+class WorkOutcome(str, Enum):
+    STOPPED = "stopped"  # asked to stop; may be given this problem again later
+    EXHAUSTED = "exhausted"  # nothing more to try here until the problem's best changes
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    id: int
+    name: str
+    kind: str
+    model: str = ""
+
+
+class Workbench(Protocol):
+    agent: AgentIdentity
+    problem: Problem
+    problem_id: int
+
+    def row(self) -> ProblemRow: ...
+
+    def best(self) -> AttemptRow | None: ...
+
+    def attempts(self, limit: int | None = None) -> list[AttemptRow]: ...
+
+    async def build(self, solution: Solution) -> PreparedSolution: ...
+
+    async def evaluate(self, solution: Solution, *, workloads: tuple[int, ...] | None = None,
+                       parent_id: int | None = None, tunables: dict[str, Any] | None = None, note: str = "",
+                       tokens: int = 0, dollars: float = 0.0) -> AttemptRow: ...
+
+    def log(self, message: str) -> None: ...
+
+    def should_stop(self) -> bool: ...
+
+
+class Agent(Protocol):
+    kind: str
+
+    async def work(self, bench: Workbench) -> WorkOutcome: ...
+
+    def can_work_on(self, best: AttemptRow | None) -> bool:
+        """Whether this kind of agent has anything to do on a problem whose best attempt is ``best``."""
+        ...

@@ -1,0 +1,402 @@
+"""The run: one anyio task group holding the planner loop, one loop per agent, the problem preparation and the GPU
+pool; the store is written only from here (one writer), and every change a person or the planner makes becomes an
+event.
+
+Crash safety: an attempt is recorded (pending) before it is evaluated and completed in one transaction with the
+counters it moves; ``--resume`` re-evaluates whatever was pending, so after a kill at any moment no attempt is lost
+or counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import anyio
+
+from core.build import BuildService
+from core.config import FleetConfig, config_to_dict, parse_config
+from core.evaluate import EvaluationPool, TimingPolicy
+from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
+from core.fleet.gpus import detect_gpus
+from core.fleet.seeds import pick_seed
+from core.fleet.tuner import TunerAgent
+from core.fleet.workbench import Workbench, finish, run_evaluation
+from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
+from core.problem import load_problems
+from core.problem.schema import Problem
+from core.solution.io import parse_solution, solution_to_dict
+from core.solution.schema import Solution
+from core.store.model import WorkloadInfo
+from core.store.writer import RunStore, StoreError
+
+QUICK_TIMING = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=100, target_seconds=0.02, device_check_calls=3)
+ACTIVITY_WINDOW_S = 600.0
+IDLE_POLL_S = 0.1
+
+
+class FleetError(Exception):
+    """A run that cannot start: one line saying why."""
+
+
+EventSink = Callable[[str, str, str, str], None]  # kind, message, agent name, problem key
+
+
+class Fleet:
+    def __init__(self, run_dir: str | Path, config: FleetConfig | None = None, problem_paths: list[str] | None = None,
+                 *, resume: bool = False, on_event: EventSink | None = None,
+                 agent_factories: dict[str, Callable[[FleetConfig], Agent]] | None = None,
+                 blob_roots: tuple[str, ...] = ()):
+        self.run_dir = Path(run_dir)
+        self.config = config or FleetConfig()
+        self.problem_paths = [str(Path(p).resolve()) for p in (problem_paths or [])]
+        self.resume = resume
+        self.on_event = on_event
+        self.factories = {"tuner": lambda cfg: TunerAgent(cfg.tuner.trials_per_problem, cfg.tuner.seed,
+                                                           cfg.tuner.startup_trials), **(agent_factories or {})}
+        self.blob_roots = blob_roots
+        self.timing: TimingPolicy = TimingPolicy()
+        self.sol_ms: dict[Path, dict[int, float]] = {}
+        self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
+        self.assignment: dict[int, int | None] = {}  # agent id -> problem id
+        self.working: set[int] = set()  # agents inside work()
+        self.ready: set[int] = set()  # problems measured and seeded
+        self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
+        self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
+        self.prepared_all = False
+        self.finished = False
+        self.stop_reason = ""
+        self._scope: anyio.CancelScope | None = None
+        self._names: dict[int, str] = {}
+        self._keys: dict[int, str] = {}
+        self._started = time.time()
+
+    # ---------------------------------------------------------------- events
+
+    def event(self, kind: str, message: str, *, agent_id: int | None = None, problem_id: int | None = None) -> None:
+        self.store.add_event(kind, message, agent_id=agent_id, problem_id=problem_id)
+        if self.on_event is not None:
+            self.on_event(kind, message, self._names.get(agent_id, ""), self._keys.get(problem_id, ""))
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stop_reason:
+            self.stop_reason = reason
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # ---------------------------------------------------------------- setup
+
+    def _open(self) -> None:
+        try:
+            self.store = RunStore(self.run_dir, create=not self.resume)
+        except StoreError as exc:
+            raise FleetError(str(exc)) from None
+        info = self.store.run_info()
+        if self.resume:
+            if info is None:
+                raise FleetError(f"{self.run_dir}: the run never started; start it again without --resume")
+            self.config = parse_config(info.config, source=f"{self.run_dir} (stored config)")
+            self.problem_paths = list(info.problem_paths)
+        elif info is not None:
+            raise FleetError(f"{self.run_dir} already holds a run: continue it with --resume, or pick another --run-dir")
+        if self.config.fleet.llm_agents and "llm" not in self.factories:
+            raise FleetError("fleet.llm_agents: LLM agents are not available in this build; set it to 0")
+        loaded = load_problems(self.problem_paths)
+        if loaded.invalid:
+            first = loaded.invalid[0]
+            raise FleetError(f"{len(loaded.invalid)} problem(s) are malformed; first: {first.errors[0]}"
+                             if first.errors else f"{first.path}: malformed problem")
+        if not loaded.problems:
+            raise FleetError(f"no problems found under {', '.join(self.problem_paths) or '(no paths)'}")
+        device = self.config.fleet.device
+        gpus = list(self.config.gpus.ids) or (detect_gpus() if device == "cuda" else [])
+        if device == "cuda" and not gpus:
+            raise FleetError("no CUDA GPU found: set [fleet] device = \"cpu\" (pytorch candidates only) or "
+                             "list [gpus] ids")
+        self.device, self.gpus = device, gpus
+        self.gpu_name = ""
+        if device == "cuda":
+            from core.roofline.problem_sol import gpu_name_from_smi
+
+            self.gpu_name = gpu_name_from_smi(gpus[0])
+        if info is None:
+            self.store.init_run(config_to_dict(self.config), self.problem_paths, device, gpus, self.gpu_name)
+        self.timing = QUICK_TIMING if self.config.evaluation.timing == "quick" else TimingPolicy()
+        for problem in loaded.problems:
+            key = f"{problem.subset}/{problem.name}"
+            op = problem.definition.op_type if hasattr(problem.definition, "op_type") else ""
+            problem_id = self.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
+            self.problems[problem_id] = problem
+            self._keys[problem_id] = key
+        kinds = [("tuner", self.config.fleet.tuner_agents), ("llm", self.config.fleet.llm_agents)]
+        for kind, count in kinds:
+            for n in range(1, count + 1):
+                model = self.config.llm.model if kind == "llm" else "optuna-tpe"
+                agent_id = self.store.add_agent(f"{kind}-{n}", kind, model)
+                self._names[agent_id] = f"{kind}-{n}"
+        for agent in self.store.agents():
+            self.assignment[agent.id] = agent.problem_id if agent.problem_id in self.problems else None
+        self._started = self.store.run_info().created_at
+
+    # ---------------------------------------------------------------- the run
+
+    async def run(self) -> str:
+        """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
+        self._open()
+        self.builds = BuildService()
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self.stop_reason:
+                scope.cancel()
+            async with EvaluationPool(self.device, self.gpus or None, spare=self.config.gpus.spare,
+                                      workload_timeout_s=self.config.gpus.workload_timeout_s) as pool:
+                self.pool = pool
+                self.store.set_run_state("running")
+                self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
+                                  f"{len(self._names)} agents, device {self.device}"
+                                  + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._prepare_all)
+                    tg.start_soon(self._planner_loop)
+                    for agent in self.store.agents():
+                        tg.start_soon(self._agent_loop, agent.id, agent.kind)
+        state = "finished" if self.finished else "stopped"
+        self._record_metrics()
+        self.store.set_run_state(state)
+        self.event("run", f"{state}: {self.stop_reason or 'done'}")
+        self.store.close()
+        return state
+
+    async def _prepare_all(self) -> None:
+        for problem_id, problem in self.problems.items():
+            await self._prepare(problem_id, problem)
+            self.ready.add(problem_id)
+        self.prepared_all = True
+
+    async def _prepare(self, problem_id: int, problem: Problem) -> None:
+        row = self.store.problem(problem_id)
+        runnable = [w.index for w in problem.workloads if not w.unavailable]
+        if not row.workloads and runnable:
+            from core.roofline.problem_sol import speed_of_light
+
+            sol = await anyio.to_thread.run_sync(speed_of_light, problem, runnable, self.device, self.gpu_name)
+            compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
+            baselines = await self.pool.baseline(problem, runnable, timing=self.timing, compile_timeout_s=compile_s,
+                                                 blob_roots=self.blob_roots)
+            infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
+                                  b.baseline_ms, sol.t_sol_ms.get(b.index), b.method) for b in baselines]
+            self.store.set_problem_workloads(problem_id, [asdict(i) for i in infos])
+            self.event("log", f"baseline measured on {len(infos)} workloads"
+                              + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
+                                 if sol.unavailable else ""), problem_id=problem_id)
+            row = self.store.problem(problem_id)
+            if sol.enforce:
+                self.sol_ms[problem.path] = dict(sol.t_sol_ms)
+        elif row.workloads and self.device == "cuda":
+            self.sol_ms[problem.path] = {w.index: w.t_sol_ms for w in row.workloads if w.t_sol_ms}
+        for pending in self.store.attempts(problem_id, state="pending"):
+            self.event("log", f"re-evaluating attempt {pending.id}, interrupted by the last stop",
+                       agent_id=pending.agent_id, problem_id=problem_id)
+            await self.evaluate_attempt(problem, pending.id, parse_solution(pending.solution), pending.workloads)
+        if not any(a.note == "seed" for a in self.store.attempts(problem_id)):
+            solution, origin = pick_seed(problem, self.device, tuple(self.config.fleet.languages))
+            attempt_id = self.store.begin_attempt(problem_id, None, solution_to_dict(solution),
+                                                  language=solution.spec.languages[0].value, note="seed")
+            recorded = await self.evaluate_attempt(problem, attempt_id, solution, None)
+            self.event("log", f"seed from {origin}: {_outcome_line(recorded.attempt)}", problem_id=problem_id)
+
+    async def evaluate_attempt(self, problem: Problem, attempt_id: int, solution: Solution,
+                               workloads: tuple[int, ...] | None):
+        problem_id = next(pid for pid, p in self.problems.items() if p is problem)
+        row = self.store.problem(problem_id)
+        verdict, build = await run_evaluation(self, problem, solution, workloads, priority=row.priority)
+        recorded = finish(self, attempt_id, verdict, build, self.store.problem(problem_id).workloads)
+        attempt = recorded.attempt
+        history = self.activity.setdefault(problem_id, deque())
+        history.append((time.time(), attempt.gpu_seconds, max(recorded.gain, 0.0) if recorded.new_best else 0.0))
+        agent = self._names.get(attempt.agent_id, "seed")
+        self.event("attempt", f"attempt {attempt.id} by {agent}: {_outcome_line(attempt)}"
+                              + (" — new best" if recorded.new_best else "")
+                              + (f" [{attempt.note}]" if attempt.note and attempt.note != "seed" else ""),
+                   agent_id=attempt.agent_id, problem_id=problem_id)
+        return recorded
+
+    # ---------------------------------------------------------------- agents
+
+    async def _agent_loop(self, agent_id: int, kind: str) -> None:
+        identity = AgentIdentity(agent_id, self._names[agent_id], kind)
+        impl = self.factories[kind](self.config)
+        while True:
+            problem_id = self.assignment.get(agent_id)
+            if problem_id is None or problem_id not in self.ready:
+                await anyio.sleep(IDLE_POLL_S)
+                continue
+
+            def should_stop(pid=problem_id) -> bool:
+                return self.assignment.get(agent_id) != pid
+
+            best_before = self.store.problem(problem_id).best_attempt_id
+            bench = Workbench(self, identity, self.problems[problem_id], problem_id, should_stop)
+            self.working.add(agent_id)
+            self.store.update_agent(agent_id, state="working", problem_id=problem_id)
+            try:
+                outcome = await impl.work(bench)
+            except Exception as exc:  # noqa: BLE001 - an agent's bug costs its turn, not the run
+                outcome = WorkOutcome.STOPPED
+                self.event("log", f"agent error: {type(exc).__name__}: {exc}", agent_id=agent_id,
+                           problem_id=problem_id)
+                await anyio.sleep(self.config.planner.tick_s)
+            finally:
+                self.working.discard(agent_id)
+            if outcome is WorkOutcome.EXHAUSTED:
+                self.exhausted.add((kind, problem_id, self.store.problem(problem_id).best_attempt_id))
+                if self.store.problem(problem_id).best_attempt_id == best_before:
+                    self.event("log", "nothing more to try here", agent_id=agent_id, problem_id=problem_id)
+                if self.assignment.get(agent_id) == problem_id:
+                    self.assignment[agent_id] = None
+                    self.store.update_agent(agent_id, state="idle", problem_id=None)
+            else:
+                self.store.update_agent(agent_id, state="idle" if self.assignment.get(agent_id) is None else
+                                        "working")
+
+    def _eligible(self) -> dict[str, frozenset[int]]:
+        eligible: dict[str, set[int]] = {}
+        rows = {p.id: p for p in self.store.problems()}
+        for kind, factory in self.factories.items():
+            if kind == "tuner":
+                impl = factory(self.config)
+                ids = set()
+                for pid in self.ready:
+                    best_id = rows[pid].best_attempt_id
+                    if (kind, pid, best_id) in self.exhausted:
+                        continue
+                    best = self.store.attempt(best_id) if best_id is not None else None
+                    if impl.can_work_on(best):
+                        ids.add(pid)
+                eligible[kind] = ids
+            else:
+                eligible[kind] = set(self.ready)
+        return {k: frozenset(v) for k, v in eligible.items()}
+
+    # ---------------------------------------------------------------- planner and controls
+
+    async def _planner_loop(self) -> None:
+        ticks = 0
+        while True:
+            self._apply_controls()
+            self._plan_once()
+            if ticks % 5 == 0:
+                self._record_metrics()
+            ticks += 1
+            if self.prepared_all and not self.working and not any(self.assignment.values()):
+                self.finished = True
+                self.request_stop("nothing left to do: every problem is plateaued, spent, paused or fully tuned")
+            await anyio.sleep(self.config.planner.tick_s)
+
+    def _plan_once(self) -> None:
+        now = time.time()
+        problems = tuple(self.store.problems())
+        agents = tuple(self.store.agents())
+        activity = {}
+        for pid, history in self.activity.items():
+            while history and history[0][0] < now - ACTIVITY_WINDOW_S:
+                history.popleft()
+            activity[pid] = ProblemActivity(pid, sum(h[1] for h in history), sum(h[2] for h in history))
+        totals = self.store.totals()
+        result = plan(PlannerInput(now, problems, agents, activity, self._eligible(), self.config.planner,
+                                   self.config.budgets, RunTotals(now - self._started, int(totals["attempts"]),
+                                                                  int(totals["tokens"]), float(totals["dollars"]))))
+        for change in result.status_changes:
+            self.store.update_problem(change.problem_id, status=change.status)
+            self.event("decision", f"{change.status}: {change.reason}", problem_id=change.problem_id)
+        for move in result.assignments:
+            self.assignment[move.agent_id] = move.problem_id
+            self.store.update_agent(move.agent_id, problem_id=move.problem_id,
+                                    state="working" if move.problem_id is not None else "idle")
+            self.event("decision", move.reason, agent_id=move.agent_id, problem_id=move.problem_id)
+        if result.stop_reason:
+            self.request_stop(result.stop_reason)
+
+    def _apply_controls(self) -> None:
+        for control in self.store.controls(pending_only=True):
+            try:
+                result = self._apply_control(control.command, control.target, control.value)
+            except ValueError as exc:
+                result = f"refused: {exc}"
+            self.store.mark_control_applied(control.id, result)
+            self.event("control", f"{control.command} {control.target} {control.value}".strip() + f": {result}")
+
+    def _problem_id(self, target: str) -> int:
+        for pid, key in self._keys.items():
+            if target in (key, str(pid), key.split("/", 1)[-1]):
+                return pid
+        raise ValueError(f"no problem {target!r}")
+
+    def _agent_id(self, target: str) -> int:
+        for aid, name in self._names.items():
+            if target in (name, str(aid)):
+                return aid
+        raise ValueError(f"no agent {target!r}")
+
+    def _apply_control(self, command: str, target: str, value: str) -> str:
+        if command == "stop_run":
+            self.request_stop("stopped by a stop_run control")
+            return "stopping"
+        if command in ("pause_agent", "resume_agent"):
+            agent_id = self._agent_id(target)
+            paused = command == "pause_agent"
+            self.store.update_agent(agent_id, paused=paused, state="paused" if paused else "idle")
+            if paused:
+                self.assignment[agent_id] = None
+                self.store.update_agent(agent_id, problem_id=None)
+            return "paused" if paused else "resumed"
+        problem_id = self._problem_id(target)
+        row = self.store.problem(problem_id)
+        if command == "pause_problem":
+            self.store.update_problem(problem_id, paused=True, status="paused")
+            return "paused"
+        if command == "resume_problem":
+            # A person reopening a problem resets what closed it (failures, plateau), not its budgets.
+            self.store.update_problem(problem_id, paused=False, status="waiting", failures_in_row=0,
+                                      since_improvement=0)
+            self.exhausted = {e for e in self.exhausted if e[1] != problem_id}
+            return "resumed"
+        if command in ("set_priority", "bump_priority"):
+            number = int(value)
+            priority = number if command == "set_priority" else row.priority + number
+            self.store.update_problem(problem_id, priority=priority)
+            return f"priority {row.priority} -> {priority}"
+        if command in ("pin_problem", "unpin_problem"):
+            self.store.update_problem(problem_id, pinned=command == "pin_problem")
+            return "pinned" if command == "pin_problem" else "unpinned"
+        raise ValueError(f"unknown control {command!r}")
+
+    def _record_metrics(self) -> None:
+        rows = self.store.problems()
+        sols = [p.best_sol for p in rows if p.best_sol is not None]
+        speedups = [p.best_speedup for p in rows if p.best_speedup]
+        totals = self.store.totals()
+        usage = getattr(getattr(self, "pool", None), "usage", None)
+        self.store.add_metric(
+            fleet_mean_sol=statistics.fmean(sols) if sols else None,
+            geomean_speedup=math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None,
+            gpu_busy=usage.busy_fraction() if usage else None,
+            queue_wait_s=usage.queue_wait_s / usage.jobs if usage and usage.jobs else None,
+            attempts=int(totals["attempts"]), tokens=int(totals["tokens"]), dollars=float(totals["dollars"]),
+            active_problems=sum(p.status == "active" for p in rows))
+
+
+def _outcome_line(attempt) -> str:
+    if attempt.status != "PASSED":
+        return f"{attempt.status}: {attempt.reason[:160]}"
+    parts = ["PASSED"]
+    if attempt.speedup is not None:
+        parts.append(f"{attempt.speedup:.2f}x")
+    if attempt.sol is not None:
+        parts.append(f"SOL {attempt.sol:.2f}")
+    return " ".join(parts)

@@ -1,0 +1,136 @@
+"""Fleet metrics of a run: per problem its seed ("before") and best ("after") speedup and SOL score, and over the
+fleet the geometric-mean speedup, how many problems beat the baseline (speedup > 1) or doubled it (> 2), and the
+median and mean SOL score.
+
+A problem without a result (no passing attempt, so no speedup and no SOL score) counts in ``problems`` only: it is
+left out of the geomean, the median and the mean, and it does not beat the baseline. ``share_beating`` is over
+every problem of the run, so unsolved problems pull it down.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from core.store.model import MetricRow, ProblemRow, RunInfo
+from core.store.queries import Queries
+
+
+@dataclass(frozen=True)
+class ProblemSummary:
+    key: str
+    name: str
+    subset: str
+    status: str
+    attempts: int
+    best_speedup: float | None
+    best_sol: float | None
+    seed_speedup: float | None
+    seed_sol: float | None
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    problems: int  # every problem of the run
+    with_result: int  # problems with a speedup or a SOL score
+    geomean_speedup: float | None  # over problems with a speedup; None when none has one
+    beating_baseline: int  # speedup > 1
+    share_beating: float  # beating_baseline / problems (0.0 for no problems)
+    above_2x: int  # speedup > 2
+    median_sol: float | None
+    mean_sol: float | None
+    attempts: int  # finished attempts of the run
+    tokens: int
+    dollars: float
+    gpu_seconds: float
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything a report shows: per problem rows, the fleet before (seeds) and after (bests), the run itself and
+    the metric samples over time."""
+
+    problems: list[ProblemSummary]
+    before: FleetSummary
+    after: FleetSummary
+    run: RunInfo | None = None
+    metrics: list[MetricRow] = field(default_factory=list)
+
+
+def problem_summary(row: ProblemRow) -> ProblemSummary:
+    return ProblemSummary(row.key, row.name, row.subset, row.status, row.attempts, row.best_speedup, row.best_sol,
+                          row.seed_speedup, row.seed_sol)
+
+
+def problem_summaries(reader: Queries) -> list[ProblemSummary]:
+    return [problem_summary(row) for row in reader.problems()]
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def fleet_summary(problems: Sequence[ProblemSummary], totals: dict[str, float] | None = None, *,
+                  seed: bool = False) -> FleetSummary:
+    """The fleet over ``problems``: from their best results, or with ``seed`` from their seeds'."""
+    pairs = [(p.seed_speedup, p.seed_sol) if seed else (p.best_speedup, p.best_sol) for p in problems]
+    speedups = [s for s, _ in pairs if s is not None and math.isfinite(s) and s > 0]
+    sols = [v for _, v in pairs if v is not None and math.isfinite(v)]
+    with_result = sum(1 for s, v in pairs if s is not None or v is not None)
+    beating = sum(1 for s in speedups if s > 1.0)
+    totals = totals or {}
+    return FleetSummary(
+        problems=len(problems),
+        with_result=with_result,
+        geomean_speedup=_geomean(speedups),
+        beating_baseline=beating,
+        share_beating=beating / len(problems) if problems else 0.0,
+        above_2x=sum(1 for s in speedups if s > 2.0),
+        median_sol=statistics.median(sols) if sols else None,
+        mean_sol=sum(sols) / len(sols) if sols else None,
+        attempts=int(totals.get("attempts", 0)),
+        tokens=int(totals.get("tokens", 0)),
+        dollars=float(totals.get("dollars", 0.0)),
+        gpu_seconds=float(totals.get("gpu_seconds", 0.0)),
+    )
+
+
+def summarize(reader: Queries, *, seed: bool = False) -> tuple[list[ProblemSummary], FleetSummary]:
+    """Per problem rows and the fleet summary of the best results (``seed=True``: of the seeds, "before").
+    The totals (attempts, tokens, dollars, GPU seconds) are the run's in both."""
+    problems = problem_summaries(reader)
+    return problems, fleet_summary(problems, reader.totals(), seed=seed)
+
+
+def build_report(reader: Queries) -> RunReport:
+    problems = problem_summaries(reader)
+    totals = reader.totals()
+    return RunReport(problems, fleet_summary(problems, totals, seed=True), fleet_summary(problems, totals),
+                     reader.run_info(), reader.metrics())
+
+
+def report_to_dict(report: RunReport) -> dict[str, Any]:
+    """A JSON-ready form of the report (non-finite numbers become None)."""
+    run = report.run
+    return _finite({
+        "run": None if run is None else {"created_at": run.created_at, "state": run.state, "device": run.device,
+                                         "gpus": list(run.gpus), "gpu_name": run.gpu_name,
+                                         "ended_at": run.ended_at},
+        "before": asdict(report.before),
+        "after": asdict(report.after),
+        "problems": [asdict(p) for p in report.problems],
+    })
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

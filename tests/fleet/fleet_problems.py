@@ -1,0 +1,89 @@
+"""Small CPU problems whose shipped pytorch seeds declare tunables with a real effect on speed: a chunked loop
+that is slow with small chunks. Written into a folder per test; used by the run, resume and control tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REFERENCES = {
+    "scaled_relu": ("x * w, then ReLU", '''import torch
+
+def run(x, w):
+    return torch.relu(x * w)
+'''),
+    "row_rmsnorm": ("RMSNorm over rows", '''import torch
+
+def run(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+'''),
+}
+
+SEEDS = {
+    "scaled_relu": "out[i:i + CHUNK] = torch.relu(x[i:i + CHUNK] * w)",
+    "row_rmsnorm": "rows = x[i:i + CHUNK]\n        out[i:i + CHUNK] = rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + 1e-6) * w",
+}
+
+
+def seed_solution(name: str, chunk: int = 1) -> dict:
+    body = SEEDS[name]
+    main = f'''import torch
+from kernelfleet_tunables import CHUNK
+
+
+def run(x, w, out):
+    for i in range(0, x.shape[0], CHUNK):
+        {body}
+'''
+    return {
+        "name": f"seed_torch_{name}", "definition": name, "author": "tests",
+        "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
+                 "destination_passing_style": True},
+        "sources": [{"path": "main.py", "content": main},
+                    {"path": "tunables.json",
+                     "content": json.dumps({"space": {"CHUNK": [1, 8, 64, 512]}, "values": {"CHUNK": chunk}})}],
+    }
+
+
+def write_problems(root: Path, names=tuple(REFERENCES)) -> list[Path]:
+    folders = []
+    for name in names:
+        description, reference = REFERENCES[name]
+        folder = root / "cpu" / name
+        (folder / "solutions").mkdir(parents=True)
+        definition = {
+            "name": name, "description": description,
+            "axes": {"rows": {"type": "var"}, "width": {"type": "const", "value": 64}},
+            "inputs": {"x": {"shape": ["rows", "width"], "dtype": "float32"},
+                       "w": {"shape": ["width"], "dtype": "float32"}},
+            "outputs": {"out": {"shape": ["rows", "width"], "dtype": "float32"}},
+            "reference": reference,
+        }
+        (folder / "definition.json").write_text(json.dumps(definition, indent=2))
+        lines = [{"uuid": f"{name}-{rows}", "axes": {"rows": rows},
+                  "inputs": {"x": {"type": "random"}, "w": {"type": "random"}},
+                  "tolerance": {"max_atol": 1e-4, "max_rtol": 1e-4}} for rows in (256, 1024)]
+        (folder / "workload.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+        (folder / "solutions" / "seed_torch.json").write_text(json.dumps(seed_solution(name), indent=2))
+        folders.append(folder)
+    return folders
+
+
+def write_config(path: Path, **sections) -> Path:
+    """A CPU fleet config with short ticks and quick timing; ``sections`` override keys, e.g.
+    ``tuner={"trials_per_problem": 8}``."""
+    base = {
+        "fleet": {"device": "cpu", "tuner_agents": 2, "languages": ["pytorch"]},
+        "gpus": {"spare": False, "workload_timeout_s": 60.0},
+        "planner": {"tick_s": 0.2, "plateau_attempts": 50},
+        "tuner": {"trials_per_problem": 4, "startup_trials": 2},
+        "evaluation": {"rounds": 1, "timing": "quick", "compile_baseline": False},
+    }
+    for section, values in sections.items():
+        base.setdefault(section, {}).update(values)
+    lines = []
+    for section, values in base.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,138 @@
+"""A real run on the CPU device: real store, real worker processes, the planner and tuner agents on pytorch
+candidates with tunables; a run killed with SIGKILL at random moments and resumed; controls from another process."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from fleet_problems import write_config, write_problems
+from fleet_runner import ROOT, read, start_run, wait_for
+
+from core.store import RunReader, submit_control
+
+pytestmark = pytest.mark.slow
+
+
+def _configs(reader: RunReader, problem_id: int) -> list[str]:
+    return [json.dumps(a.tunables, sort_keys=True) if a.tunables else "seed"
+            for a in reader.attempts(problem_id) if a.state == "done"]
+
+
+def test_tuner_run_end_to_end(tmp_path):
+    problems = write_problems(tmp_path / "problems")
+    config = write_config(tmp_path / "fleet.toml")
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", str(tmp_path / "problems"), "--config",
+                           str(config), "--run-dir", str(run_dir), "--headless"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "run finished" in done.stdout
+    with RunReader(run_dir) as reader:
+        assert reader.run_info().state == "finished"
+        rows = reader.problems()
+        assert len(rows) == len(problems) == 2
+        for row in rows:
+            attempts = reader.attempts(row.id)
+            assert [a.note for a in attempts].count("seed") == 1
+            assert row.attempts == len(attempts) == 4, [a.note for a in attempts]  # every CHUNK value, once
+            configs = _configs(reader, row.id)
+            assert len(set(configs)) == len(configs)
+            # CHUNK=1 loops over single rows; the tuner must find a much faster setting.
+            assert row.best_speedup > 5 * row.seed_speedup, (row.seed_speedup, row.best_speedup)
+            best = reader.attempt(row.best_attempt_id)
+            assert best.agent_id is not None and best.tunables["CHUNK"] >= 64
+            assert "-    for i in range" not in best.diff and '"CHUNK": 1' in best.diff
+        decisions = reader.events(kind="decision")
+        assert any("tuner-1" in e.message or "has no agent" in e.message for e in decisions)
+        assert reader.metrics()
+    assert "new best" in done.stdout and "decision" in done.stdout
+
+
+def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(tmp_path):
+    write_problems(tmp_path / "problems")
+    config = write_config(tmp_path / "fleet.toml")
+    run_dir = tmp_path / "run"
+    log = tmp_path / "run.log"
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    kills = 0
+    proc = start_run(tmp_path / "problems", "--config", config, "--run-dir", run_dir, log=log)
+    for _ in range(3):
+        before = read(run_dir, lambda r: r.attempt_count()) or 0
+        # Wait for some progress, then kill at a random moment: mid-build, mid-evaluation or mid-write.
+        try:
+            wait_for(lambda: proc.poll() is not None or (read(run_dir, lambda r: r.attempt_count()) or 0) > before,
+                     120, "progress")
+        except AssertionError:
+            break
+        if proc.poll() is not None:
+            break
+        time.sleep(rng.uniform(0.0, 1.5))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        proc = start_run("--resume", run_dir, log=log)
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert kills >= 1, "the run finished before it could be killed"
+    with RunReader(run_dir) as reader:
+        assert reader.run_info().state == "finished"
+        assert reader.attempts(state="pending") == []
+        for row in reader.problems():
+            attempts = reader.attempts(row.id)
+            assert [a.note for a in attempts].count("seed") == 1
+            assert row.attempts == len(attempts), "a problem's attempt counter disagrees with its attempts"
+            configs = _configs(reader, row.id)
+            assert len(set(configs)) == len(configs) == 4, configs
+        agent_attempts = Counter(a.agent_id for a in reader.attempts() if a.agent_id is not None)
+        for agent in reader.agents():
+            assert agent.attempts == agent_attempts[agent.id]
+    assert log.read_text().count("resumed") >= kills
+
+
+def test_controls_written_by_another_process_apply_within_a_tick(tmp_path):
+    write_problems(tmp_path / "problems")
+    # One tuner, a slow search (many trials): the run lasts long enough to be steered.
+    config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1},
+                          tuner={"trials_per_problem": 40}, planner={"tick_s": 0.3})
+    run_dir = tmp_path / "run"
+    proc = start_run(tmp_path / "problems", "--config", config, "--run-dir", run_dir, log=tmp_path / "run.log")
+    try:
+        busy = wait_for(lambda: read(run_dir, lambda r: next((a for a in r.agents() if a.problem_id), None)),
+                        120, "an agent at work")
+        target = read(run_dir, lambda r: r.problem(busy.problem_id).key)
+        other = read(run_dir, lambda r: next(p.key for p in r.problems() if p.key != target))
+        # submit_control runs here, in the test's process: a second process to the run.
+        pause = submit_control(run_dir, "pause_problem", target)
+        raise_other = submit_control(run_dir, "set_priority", other, 5)
+        def both_applied():
+            applied = read(run_dir, lambda r: [c for c in r.controls() if c.id in (pause, raise_other) and c.applied_at])
+            return applied if applied and len(applied) == 2 else None
+
+        applied = wait_for(both_applied, 10, "both controls applied")
+        for control in applied:
+            assert control.applied_at - control.ts < 0.3 + 1.0, control  # one tick, plus a slow CI machine
+        problems = read(run_dir, lambda r: {p.key: p for p in r.problems()})
+        assert problems[target].paused and problems[target].status == "paused"
+        assert problems[other].priority == 5
+        # The agent leaves the paused problem at its next attempt boundary and goes to the other one.
+        wait_for(lambda: read(run_dir, lambda r: r.agent(busy.id).problem_id == problems[other].id), 60,
+                 "the agent to move to the other problem")
+        paused_at = max(c.applied_at for c in applied)
+        late = read(run_dir, lambda r: [a for a in r.attempts(problems[target].id) if a.created_at > paused_at + 0.05])
+        assert late == [], "attempts were begun on a paused problem"
+        events = read(run_dir, lambda r: [e.message for e in r.events(kind="control")])
+        assert any(m.startswith("pause_problem") and "paused" in m for m in events)
+        assert any(m.startswith("set_priority") and "-> 5" in m for m in events)
+        submit_control(run_dir, "stop_run")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert read(run_dir, lambda r: r.run_info().state) == "stopped"

@@ -62,6 +62,7 @@ def run_fleet(args: argparse.Namespace) -> int:
 
 
 async def _run_with_signals(fleet: Fleet) -> str:
+    fleet.open()  # before the task group, so a FleetError arrives alone, not inside an exception group
     async with anyio.create_task_group() as tg:
         async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

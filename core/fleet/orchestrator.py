@@ -13,15 +13,17 @@ import math
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, parse_config
 from core.evaluate import EvaluationPool, TimingPolicy
+from core.evaluate.verdict import Verdict
 from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
 from core.fleet.gpus import detect_gpus
 from core.fleet.seeds import pick_seed
@@ -45,13 +47,16 @@ class FleetError(Exception):
 
 
 EventSink = Callable[[str, str, str, str], None]  # kind, message, agent name, problem key
+# (problem, solution, workloads, priority) -> (verdict, build report)
+Evaluator = Callable[[Problem, Solution, "tuple[int, ...] | None", int], Awaitable[tuple[Verdict, "dict | None"]]]
 
 
 class Fleet:
     def __init__(self, run_dir: str | Path, config: FleetConfig | None = None, problem_paths: list[str] | None = None,
                  *, resume: bool = False, on_event: EventSink | None = None,
                  agent_factories: dict[str, Callable[[FleetConfig], Agent]] | None = None,
-                 blob_roots: tuple[str, ...] = ()):
+                 blob_roots: tuple[str, ...] = (), pool_factory: Callable[[Fleet], Any] | None = None,
+                 evaluator: Evaluator | None = None):
         self.run_dir = Path(run_dir)
         self.config = config or FleetConfig()
         self.problem_paths = [str(Path(p).resolve()) for p in (problem_paths or [])]
@@ -60,6 +65,10 @@ class Fleet:
         self.factories = {"tuner": lambda cfg: TunerAgent(cfg.tuner.trials_per_problem, cfg.tuner.seed,
                                                            cfg.tuner.startup_trials), **(agent_factories or {})}
         self.blob_roots = blob_roots
+        # Both replaced only by bench/orchestrator_bench.py, to time the bookkeeping without GPUs.
+        self.pool_factory = pool_factory
+        self.evaluator = evaluator
+        self._spaces: dict[int | None, bool] = {}  # best attempt id -> whether a tuner can work on it
         self.timing: TimingPolicy = TimingPolicy()
         self.sol_ms: dict[Path, dict[int, float]] = {}
         self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
@@ -69,6 +78,7 @@ class Fleet:
         self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
         self.prepared_all = False
+        self.attempts_done = 0  # evaluated by this process
         self.finished = False
         self.stop_reason = ""
         self._scope: anyio.CancelScope | None = None
@@ -91,7 +101,10 @@ class Fleet:
 
     # ---------------------------------------------------------------- setup
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Open the store, load the problems and register agents; FleetError says why a run cannot start."""
+        if hasattr(self, "store"):
+            return
         try:
             self.store = RunStore(self.run_dir, create=not self.resume)
         except StoreError as exc:
@@ -147,14 +160,16 @@ class Fleet:
 
     async def run(self) -> str:
         """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
-        self._open()
+        self.open()
         self.builds = BuildService()
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self.stop_reason:
                 scope.cancel()
-            async with EvaluationPool(self.device, self.gpus or None, spare=self.config.gpus.spare,
-                                      workload_timeout_s=self.config.gpus.workload_timeout_s) as pool:
+            pool_cm = self.pool_factory(self) if self.pool_factory else EvaluationPool(
+                self.device, self.gpus or None, spare=self.config.gpus.spare,
+                workload_timeout_s=self.config.gpus.workload_timeout_s)
+            async with pool_cm as pool:
                 self.pool = pool
                 self.store.set_run_state("running")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
@@ -214,8 +229,12 @@ class Fleet:
                                workloads: tuple[int, ...] | None):
         problem_id = next(pid for pid, p in self.problems.items() if p is problem)
         row = self.store.problem(problem_id)
-        verdict, build = await run_evaluation(self, problem, solution, workloads, priority=row.priority)
+        if self.evaluator is not None:
+            verdict, build = await self.evaluator(problem, solution, workloads, row.priority)
+        else:
+            verdict, build = await run_evaluation(self, problem, solution, workloads, priority=row.priority)
         recorded = finish(self, attempt_id, verdict, build, self.store.problem(problem_id).workloads)
+        self.attempts_done += 1
         attempt = recorded.attempt
         history = self.activity.setdefault(problem_id, deque())
         history.append((time.time(), attempt.gpu_seconds, max(recorded.gain, 0.0) if recorded.new_best else 0.0))
@@ -275,8 +294,10 @@ class Fleet:
                     best_id = rows[pid].best_attempt_id
                     if (kind, pid, best_id) in self.exhausted:
                         continue
-                    best = self.store.attempt(best_id) if best_id is not None else None
-                    if impl.can_work_on(best):
+                    if best_id not in self._spaces:
+                        self._spaces[best_id] = impl.can_work_on(
+                            self.store.attempt(best_id) if best_id is not None else None)
+                    if self._spaces[best_id]:
                         ids.add(pid)
                 eligible[kind] = ids
             else:

@@ -6,8 +6,9 @@ The planner is a pure function (``core.planner.plan.plan``): it reads a ``Planne
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from core.store.model import AgentRow, ProblemRow
 

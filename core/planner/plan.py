@@ -134,7 +134,7 @@ def plan(inp: PlannerInput) -> Plan:
     by_id: dict[int, ProblemRow] = {}
     closed: dict[int, str] = {}
     rates: dict[int, float] = {}
-    for p in inp.problems:
+    for p in inp.problems:  # closure_status, inlined with the budgets precomputed
         pid = p.id
         by_id[pid] = p
         if p.paused:

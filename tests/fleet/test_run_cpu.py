@@ -136,3 +136,48 @@ def test_controls_written_by_another_process_apply_within_a_tick(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert read(run_dir, lambda r: r.run_info().state) == "stopped"
+
+
+def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path):
+    write_problems(tmp_path / "problems", names=("scaled_relu",))
+    config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1})
+    run_dir = tmp_path / "run"
+    log = tmp_path / "run.log"
+    proc = start_run(tmp_path / "problems", "--config", config, "--run-dir", run_dir, log=log)
+    try:
+        wait_for(lambda: (read(run_dir, lambda r: r.attempt_count()) or 0) >= 1, 120, "the first attempt")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "SIGTERM: stopping" in log.read_text()
+    assert read(run_dir, lambda r: r.run_info().state) == "stopped"
+    resumed = start_run("--resume", run_dir, log=log)
+    assert resumed.wait(timeout=300) == 0
+    with RunReader(run_dir) as reader:
+        assert reader.run_info().state == "finished" and reader.attempts(state="pending") == []
+        assert len(_configs(reader, reader.problems()[0].id)) == 4
+
+
+def test_bad_config_and_bad_problems_are_one_clear_line(tmp_path):
+    bad = tmp_path / "fleet.toml"
+    bad.write_text("[planner]\ntick_s = \"fast\"\n")
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", "--config", str(bad), "--headless",
+                           "--run-dir", str(tmp_path / "r1")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == f"error: {bad}: planner.tick_s: must be a number > 0, got 'fast'"
+    broken = tmp_path / "problems" / "cpu" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "definition.json").write_text("{not json")
+    (broken / "workload.jsonl").write_text("")
+    config = write_config(tmp_path / "ok.toml")
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", str(tmp_path / "problems"), "--config",
+                           str(config), "--headless", "--run-dir", str(tmp_path / "r2")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 problem(s) are malformed; first: ") and "definition.json" in last
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", "--resume", str(tmp_path / "nowhere"),
+                           "--headless"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no run here" in done.stderr

@@ -312,7 +312,8 @@ def random_input(seed: int, n_problems: int = 60, n_agents: int = 25):
     acts = {p.id: activity(p.id, rng.uniform(0, 50), rng.choice([0.0, rng.uniform(0, 0.1)])) for p in problems}
     eligible = {"tuner": frozenset(p.id for p in problems if rng.random() < 0.4)}
     return make_input(problems, agents, activity=acts, eligible=eligible,
-                      config=Cfg(max_agents_per_problem=rng.choice([1, 2, 3])))
+                      config=Cfg(max_agents_per_problem=rng.choice([1, 2, 3])),
+                      budgets=Budgets(problem_attempts=rng.choice([0, 45])))
 
 
 def test_determinism_same_input_same_plan_and_order_does_not_matter():
@@ -354,8 +355,8 @@ def test_invariants_on_random_inputs(seed):
     # statuses after the plan agree with the placement
     status = {p.id: p.status for p in inp.problems}
     status.update({c.problem_id: c.status for c in result.status_changes})
-    for pid in open_ids:
-        assert status[pid] == ("active" if counts.get(pid) else "waiting")
+    for p in inp.problems:
+        assert status[p.id] == (closure_status(p, cfg, inp.budgets) or ("active" if counts.get(p.id) else "waiting"))
     assert all(c.reason for c in result.status_changes) and all(a.reason for a in result.assignments)
     # a reported change is a change
     assert all(rows[c.problem_id].status != c.status for c in result.status_changes)

@@ -63,7 +63,9 @@ class Fleet:
         self.resume = resume
         self.on_event = on_event
         self.factories = {"tuner": lambda cfg: TunerAgent(cfg.tuner.trials_per_problem, cfg.tuner.seed,
-                                                           cfg.tuner.startup_trials), **(agent_factories or {})}
+                                                           cfg.tuner.startup_trials),
+                          "llm": lambda cfg: __import__("core.llm", fromlist=["LlmAgent"]).LlmAgent(cfg),
+                          **(agent_factories or {})}
         self.blob_roots = blob_roots
         # Both replaced only by bench/orchestrator_bench.py, to time the bookkeeping without GPUs.
         self.pool_factory = pool_factory
@@ -237,7 +239,9 @@ class Fleet:
         self.attempts_done += 1
         attempt = recorded.attempt
         history = self.activity.setdefault(problem_id, deque())
-        history.append((time.time(), attempt.gpu_seconds, max(recorded.gain, 0.0) if recorded.new_best else 0.0))
+        # A first result has no predecessor to improve on (gain inf): it is not a rate the planner can compare.
+        gain = recorded.gain if recorded.new_best and math.isfinite(recorded.gain) else 0.0
+        history.append((time.time(), attempt.gpu_seconds, max(gain, 0.0)))
         agent = self._names.get(attempt.agent_id, "seed")
         self.event("attempt", f"attempt {attempt.id} by {agent}: {_outcome_line(attempt)}"
                               + (" — new best" if recorded.new_best else "")
@@ -283,9 +287,9 @@ class Fleet:
                 self.store.update_agent(agent_id, state="idle" if self.assignment.get(agent_id) is None else
                                         "working")
 
-    def _eligible(self) -> dict[str, frozenset[int]]:
+    def _eligible(self, problems) -> dict[str, frozenset[int]]:
         eligible: dict[str, set[int]] = {}
-        rows = {p.id: p for p in self.store.problems()}
+        rows = {p.id: p for p in problems}
         for kind, factory in self.factories.items():
             if kind == "tuner":
                 impl = factory(self.config)
@@ -321,7 +325,7 @@ class Fleet:
 
     def _plan_once(self) -> None:
         now = time.time()
-        problems = tuple(self.store.problems())
+        problems = tuple(self.store.problems(with_workloads=False))
         agents = tuple(self.store.agents())
         activity = {}
         for pid, history in self.activity.items():
@@ -329,17 +333,18 @@ class Fleet:
                 history.popleft()
             activity[pid] = ProblemActivity(pid, sum(h[1] for h in history), sum(h[2] for h in history))
         totals = self.store.totals()
-        result = plan(PlannerInput(now, problems, agents, activity, self._eligible(), self.config.planner,
+        result = plan(PlannerInput(now, problems, agents, activity, self._eligible(problems), self.config.planner,
                                    self.config.budgets, RunTotals(now - self._started, int(totals["attempts"]),
                                                                   int(totals["tokens"]), float(totals["dollars"]))))
-        for change in result.status_changes:
-            self.store.update_problem(change.problem_id, status=change.status)
-            self.event("decision", f"{change.status}: {change.reason}", problem_id=change.problem_id)
-        for move in result.assignments:
-            self.assignment[move.agent_id] = move.problem_id
-            self.store.update_agent(move.agent_id, problem_id=move.problem_id,
-                                    state="working" if move.problem_id is not None else "idle")
-            self.event("decision", move.reason, agent_id=move.agent_id, problem_id=move.problem_id)
+        with self.store.transaction():  # one commit for the whole tick's decisions
+            for change in result.status_changes:
+                self.store.update_problem(change.problem_id, status=change.status)
+                self.event("decision", f"{change.status}: {change.reason}", problem_id=change.problem_id)
+            for move in result.assignments:
+                self.assignment[move.agent_id] = move.problem_id
+                self.store.update_agent(move.agent_id, problem_id=move.problem_id,
+                                        state="working" if move.problem_id is not None else "idle")
+                self.event("decision", move.reason, agent_id=move.agent_id, problem_id=move.problem_id)
         if result.stop_reason:
             self.request_stop(result.stop_reason)
 

@@ -52,6 +52,7 @@ def test_tuner_run_end_to_end(tmp_path):
             assert "-    for i in range" not in best.diff and '"CHUNK": 1' in best.diff
         decisions = reader.events(kind="decision")
         assert any("tuner-1" in e.message or "has no agent" in e.message for e in decisions)
+        assert not [e.message for e in decisions if "nan" in e.message or "inf" in e.message.split()]
         assert reader.metrics()
     assert "new best" in done.stdout and "decision" in done.stdout
 

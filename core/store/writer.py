@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.store import model
 from core.store.queries import Queries
 from core.store.schema import DB_NAME, migrate
 
@@ -39,6 +40,38 @@ class RunStore(Queries):
         except ValueError as exc:
             self.conn.close()
             raise StoreError(f"{run_dir}: {exc}") from None
+        # The one writer knows every change to problems and agents (other processes only add controls), so it
+        # keeps their rows in memory and re-reads only the ones it changed: a planner tick over 1,000 problems
+        # then costs a few rows, not a table scan into dataclasses.
+        self._problems: dict[int, model.ProblemRow] | None = None
+        self._agents: dict[int, model.AgentRow] | None = None
+        self._dirty_problems: set[int] = set()
+        self._dirty_agents: set[int] = set()
+
+    def problems(self, *, with_workloads: bool = True) -> list[model.ProblemRow]:
+        if self._problems is None:
+            self._problems = {r.id: r for r in super().problems()}
+            self._dirty_problems.clear()
+        for problem_id in self._dirty_problems:
+            row = super().problem(problem_id)
+            if row is not None:
+                self._problems[problem_id] = row
+        self._dirty_problems.clear()
+        return list(self._problems.values())
+
+    def agents(self) -> list[model.AgentRow]:
+        if self._agents is None:
+            self._agents = {r.id: r for r in super().agents()}
+            self._dirty_agents.clear()
+        for agent_id in self._dirty_agents:
+            row = super().agent(agent_id)
+            if row is not None:
+                self._agents[agent_id] = row
+        self._dirty_agents.clear()
+        return list(self._agents.values())
+
+    def _forget_cached_rows(self) -> None:
+        self._problems = self._agents = None
 
     def close(self) -> None:
         self.conn.close()
@@ -77,22 +110,27 @@ class RunStore(Queries):
         row = self.conn.execute("SELECT id FROM problems WHERE key = ?", (key,)).fetchone()
         if row:
             return int(row["id"])
+        self._problems = None
         return self._insert("problems", {"key": key, "name": name, "subset": subset, "path": path, "op": op,
                                          "workloads_json": json.dumps(workloads or [])})
 
     def set_problem_workloads(self, problem_id: int, workloads: list[dict[str, Any]]) -> None:
+        self._dirty_problems.add(problem_id)
         self.conn.execute("UPDATE problems SET workloads_json = ? WHERE id = ?", (json.dumps(workloads), problem_id))
 
     def update_problem(self, problem_id: int, **fields: Any) -> None:
+        self._dirty_problems.add(problem_id)
         self._update("problems", problem_id, fields, _PROBLEM_FIELDS)
 
     def add_agent(self, name: str, kind: str, model: str = "") -> int:
         row = self.conn.execute("SELECT id FROM agents WHERE name = ?", (name,)).fetchone()
         if row:
             return int(row["id"])
+        self._agents = None
         return self._insert("agents", {"name": name, "kind": kind, "model": model, "updated_at": time.time()})
 
     def update_agent(self, agent_id: int, **fields: Any) -> None:
+        self._dirty_agents.add(agent_id)
         self._update("agents", agent_id, {**fields}, _AGENT_FIELDS)
         self.conn.execute("UPDATE agents SET updated_at = ? WHERE id = ?", (time.time(), agent_id))
 
@@ -124,7 +162,7 @@ class RunStore(Queries):
 
     def transaction(self):
         """``with store.transaction():`` groups several writes into one commit."""
-        return _Transaction(self.conn)
+        return _Transaction(self.conn, self._forget_cached_rows)
 
     # ---------------------------------------------------------------- events, controls, metrics
 
@@ -146,11 +184,16 @@ class RunStore(Queries):
 
 
 class _Transaction:
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, on_rollback):
         self.conn = conn
+        self.on_rollback = on_rollback
 
     def __enter__(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, *_) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type:
+            self.conn.execute("ROLLBACK")
+            self.on_rollback()
+        else:
+            self.conn.execute("COMMIT")

@@ -359,3 +359,26 @@ def test_reader_of_a_run_dir_with_uri_characters_in_its_name(tmp_path):
                 reader.conn.execute("DELETE FROM problems")
     finally:
         store.close()
+
+
+def test_the_writer_keeps_its_rows_in_memory_and_in_step_with_the_file(tmp_path):
+    store = RunStore(tmp_path, create=True)
+    store.init_run({}, [], "cpu", [])
+    first = store.add_problem("a/one", "one", "a", "/x")
+    agent = store.add_agent("tuner-1", "tuner")
+    assert [p.priority for p in store.problems()] == [0]
+    store.update_problem(first, priority=3)
+    store.update_agent(agent, state="working")
+    assert [p.priority for p in store.problems()] == [3] and store.agents()[0].state == "working"
+    second = store.add_problem("a/two", "two", "a", "/y")
+    assert [p.id for p in store.problems()] == [first, second]
+    try:
+        with store.transaction():
+            store.update_problem(first, priority=9)
+            raise RuntimeError("abandon")
+    except RuntimeError:
+        pass
+    assert store.problems()[0].priority == 3  # the rolled-back change is not served from memory
+    with RunReader(tmp_path) as reader:
+        assert [(p.id, p.priority) for p in reader.problems()] == [(p.id, p.priority) for p in store.problems()]
+    store.close()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|evalbench|seeds [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet [problem paths...]
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
 # through $KERNELFLEET_SOL_EXECBENCH.
 set -uo pipefail
@@ -24,5 +24,20 @@ case $part in
     timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" 2>&1 | tail -30 ;;
   seeds)
     timeout "${LIMIT:-400}" python3 bench/seed_report.py "$@" --quick --rounds 2 --out "$OUT/seeds.jsonl" 2>&1 | tail -30 ;;
+  fleet)
+    # A tuner-only run on the bundled problems. The run lives in $RUN (default /tmp/kfrun), so a second call on the
+    # same warm machine continues it with --resume. Needs the wheels of ../shared/tools/h200-wheels carried in .whl.
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD
+    RUN=${RUN:-/tmp/kfrun}
+    if [ -f "$RUN/run.sqlite" ]; then args=(--resume "$RUN"); else
+      args=(--config bench/h200_fleet.toml --run-dir "$RUN"); fi
+    nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader -l 1 > "$OUT/gpu-util.csv" &
+    smi=$!
+    timeout -s INT "${LIMIT:-480}" python3 -m cli.main run "${args[@]}" --headless >> "$OUT/fleet.log" 2>&1
+    kill $smi
+    tail -5 "$OUT/fleet.log"
+    python3 -m cli.main report "$RUN" --html "$OUT/report.html" | tee "$OUT/report.txt"
+    cp "$RUN/run.sqlite" "$OUT/" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -191,7 +191,15 @@ class Fleet:
 
     async def _prepare_all(self) -> None:
         for problem_id, problem in self.problems.items():
-            await self._prepare(problem_id, problem)
+            try:
+                await self._prepare(problem_id, problem)
+            except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
+                # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
+                self.store.update_problem(problem_id, status="failed",
+                                          failures_in_row=self.config.planner.max_consecutive_failures)
+                self.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
+                           problem_id=problem_id)
+                continue
             self.ready.add(problem_id)
         self.prepared_all = True
 

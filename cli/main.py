@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from cli import eval_cmd, export_cmd, problems_cmd, report_cmd, run_cmd
+from cli import watch_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.register(commands)
     report_cmd.register(commands)
     export_cmd.register(commands)
+    watch_cmd.register(commands)
     return parser
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -64,7 +65,7 @@ class Fleet:
         self.on_event = on_event
         self.factories = {"tuner": lambda cfg: TunerAgent(cfg.tuner.trials_per_problem, cfg.tuner.seed,
                                                            cfg.tuner.startup_trials),
-                          "llm": lambda cfg: __import__("core.llm", fromlist=["LlmAgent"]).LlmAgent(cfg),
+                          "llm": _llm_agent,
                           **(agent_factories or {})}
         self.blob_roots = blob_roots
         # Both replaced only by bench/orchestrator_bench.py, to time the bookkeeping without GPUs.
@@ -119,8 +120,6 @@ class Fleet:
             self.problem_paths = list(info.problem_paths)
         elif info is not None:
             raise FleetError(f"{self.run_dir} already holds a run: continue it with --resume, or pick another --run-dir")
-        if self.config.fleet.llm_agents and "llm" not in self.factories:
-            raise FleetError("fleet.llm_agents: LLM agents are not available in this build; set it to 0")
         loaded = load_problems(self.problem_paths)
         if loaded.invalid:
             first = loaded.invalid[0]
@@ -177,11 +176,16 @@ class Fleet:
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
                                   f"{len(self._names)} agents, device {self.device}"
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._prepare_all)
-                    tg.start_soon(self._planner_loop)
-                    for agent in self.store.agents():
-                        tg.start_soon(self._agent_loop, agent.id, agent.kind)
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._prepare_all)
+                        tg.start_soon(self._planner_loop)
+                        for agent in self.store.agents():
+                            tg.start_soon(self._agent_loop, agent.id, agent.kind)
+                finally:
+                    if "core.llm" in sys.modules:  # only runs that had LLM agents imported it
+                        with anyio.CancelScope(shield=True):
+                            await sys.modules["core.llm"].LlmClient.close_shared()
         state = "finished" if self.finished else "stopped"
         self._record_metrics()
         self.store.set_run_state(state)
@@ -313,7 +317,8 @@ class Fleet:
                         ids.add(pid)
                 eligible[kind] = ids
             else:
-                eligible[kind] = set(self.ready)
+                eligible[kind] = {pid for pid in self.ready
+                                  if (kind, pid, rows[pid].best_attempt_id) not in self.exhausted}
         return {k: frozenset(v) for k, v in eligible.items()}
 
     # ---------------------------------------------------------------- planner and controls
@@ -423,6 +428,12 @@ class Fleet:
             queue_wait_s=usage.queue_wait_s / usage.jobs if usage and usage.jobs else None,
             attempts=int(totals["attempts"]), tokens=int(totals["tokens"]), dollars=float(totals["dollars"]),
             active_problems=sum(p.status == "active" for p in rows))
+
+
+def _llm_agent(config: FleetConfig) -> Agent:
+    from core.llm import LlmAgent  # the openai client is imported only by runs that have LLM agents
+
+    return LlmAgent(config)
 
 
 def _outcome_line(attempt) -> str:

@@ -13,6 +13,11 @@ Methods, tried in order (``methods``):
   of the inputs would exceed ``cpu_max_input_bytes``.
 - ``"cuda"``: the same on the local GPU, every op computed (only where CUDA is available).
 
+Relevant elements (``core.roofline.relevance``): after a method succeeds, a floating-point input the reference
+reads whole is charged only for the fraction of its elements that can influence an output (a causal mask makes
+half of the attention scores irrelevant), as measured on a small instance of the workload; ``relevant_fraction``
+records the fractions and a note says when a byte count was reduced. ``relevance=False`` skips the probe.
+
 If every method fails the result says why, as ``method="failed: <reason>"``; with ``analytic_fallback=True`` it is
 instead ``"analytic: <reason>"`` with bytes = every declared input read once + every output written once (from the
 definition's shapes) and no FLOPs, a lower bound but a loose one for compute-bound problems. No exception escapes
@@ -53,6 +58,10 @@ class WorkCount:
     bytes_written: float = 0.0
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
+    # Per floating-point input the reference reads whole: the fraction of its elements that can influence the
+    # outputs (``core.roofline.relevance``), by which its bytes read were scaled. Empty when not probed or when
+    # the probe gave up: every input byte is then charged.
+    relevant_fraction: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def failed(self) -> bool:
@@ -76,7 +85,7 @@ class WorkCount:
             "problem": self.problem, "workload": self.workload, "method": self.method,
             "matmul_flops": dict(self.matmul_flops), "matmul_flops_effective": dict(self.matmul_flops_effective),
             "simt_flops": self.simt_flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-            "notes": list(self.notes), "seconds": self.seconds,
+            "notes": list(self.notes), "seconds": self.seconds, "relevant_fraction": dict(self.relevant_fraction),
         }
 
 
@@ -88,8 +97,13 @@ def count_workload(problem: Problem, workload: Workload, *, methods: Sequence[st
                    seed: int = 0, cpu_max_input_bytes: int = DEFAULT_CPU_MAX_INPUT_BYTES,
                    fake_matmuls_above: float | None = DEFAULT_FAKE_MATMULS_ABOVE,
                    lazy_above_bytes: int = DEFAULT_LAZY_ABOVE_BYTES, analytic_fallback: bool = False,
-                   reference: types.ModuleType | None = None) -> WorkCount:
-    """Count one workload's work (see the module docstring). Never raises for a bad problem or reference."""
+                   reference: types.ModuleType | None = None, relevance: bool = True,
+                   relevance_max_elements: int | None = None, relevance_seconds: float | None = None) -> WorkCount:
+    """Count one workload's work (see the module docstring). Never raises for a bad problem or reference.
+
+    ``relevance``: probe which input elements can influence the outputs and charge only those (see
+    ``core.roofline.relevance``; ``relevance_max_elements`` and ``relevance_seconds`` cap its instance size and
+    time, defaults there)."""
     start = time.perf_counter()
     name = problem.name
 
@@ -129,7 +143,10 @@ def count_workload(problem: Problem, workload: Workload, *, methods: Sequence[st
         except BaseException as exc:  # noqa: BLE001 - references may raise anything, even MemoryError
             errors.append(f"{method}: {_describe(exc)}")
             continue
-        label, values, notes = counted
+        label, values, notes, reads = counted
+        if relevance:
+            values, notes = _charge_relevant(problem, workload, values, notes, reads, seed=seed,
+                                             max_elements=relevance_max_elements, seconds=relevance_seconds)
         if errors:
             notes = [*notes, *(f"tried {e}" for e in errors)]
         return done(label, notes, **values)
@@ -206,13 +223,13 @@ def _count_with(method: str, problem: Problem, workload: Workload, reference, *,
     else:
         raise _MethodFailed(f"unknown method {method!r}")
 
-    values, tracker = _trace(problem, reference, inputs, device, fake,
-                             lazy_above_bytes if method == "cpu" else None)
+    values, tracker, reads = _trace(problem, reference, inputs, device, fake,
+                                    lazy_above_bytes if method == "cpu" else None)
     for title, ops in (("not computed (shaped on meta)", tracker.faked), ("given random data", tracker.materialized),
                        ("updates of lazy tensors dropped", tracker.skipped)):
         if ops:
             notes.append(f"{title}: " + ", ".join(f"{n} x{c}" for n, c in sorted(ops.items())))
-    return label, values, notes
+    return label, values, notes, reads
 
 
 def _cpu_inputs(problem: Problem, workload: Workload, seed: int, reference, fake_matmuls_above, lazy_above_bytes):
@@ -236,6 +253,7 @@ def _trace(problem: Problem, reference, inputs: dict[str, Any], device, fake_mat
     import torch
 
     from core.problem.reference import outputs_by_name
+    from core.roofline.footprint import storage_key
     from core.roofline.lazy import lazy_factories
     from core.roofline.tracking import WorkTracker
 
@@ -253,12 +271,80 @@ def _trace(problem: Problem, reference, inputs: dict[str, Any], device, fake_mat
         raise _MethodFailed(f"outputs: {exc}") from None
     out_tensors = [v for v in outputs.values() if isinstance(v, torch.Tensor)]
     read, written = tracker.finish(out_tensors)
+    reads = {}
+    for name, value in inputs.items():
+        use = tracker.input_use(value) if isinstance(value, torch.Tensor) else None
+        if use is not None:
+            reads[name] = _InputRead(storage=storage_key(value), dtype=str(value.dtype).removeprefix("torch."),
+                                     read=use.bytes_read(), storage_bytes=use.nbytes,
+                                     view_bytes=value.numel() * value.element_size())
     values = {
         "matmul_flops": MappingProxyType({k: v for k, v in tracker.matmul_actual.items() if v}),
         "matmul_flops_effective": MappingProxyType({k: v for k, v in tracker.matmul_effective.items() if v}),
         "simt_flops": float(tracker.simt_flops), "bytes_read": float(read), "bytes_written": float(written),
     }
-    return values, tracker
+    return values, tracker, reads
+
+
+@dataclass(frozen=True)
+class _InputRead:
+    """What the tracker charged for reading one named input."""
+
+    storage: int | None
+    dtype: str
+    read: int  # bytes charged for reading its storage
+    storage_bytes: int
+    view_bytes: int  # numel * itemsize of the input as passed
+
+
+def _charge_relevant(problem: Problem, workload: Workload, values: dict, notes: list[str],
+                     reads: Mapping[str, _InputRead], *, seed: int, max_elements: int | None,
+                     seconds: float | None) -> tuple[dict, list[str]]:
+    """Scale the bytes read of each floating-point input read whole by the fraction of its elements that can
+    influence the outputs (``core.roofline.relevance``).
+
+    Only inputs the tracker charged in full, whose storage is theirs alone and exactly their elements (no expanded
+    or strided views, no storage shared with another input) are candidates: an input already charged for part of
+    itself (gathered rows, one cache slot) keeps that charge, so the two reductions never compound.
+
+    The charge is fraction x bytes, rounded up to a whole 32-byte sector, not rounded per contiguous run as
+    ``footprint`` does: the probe's instance tells how many elements matter, not the shape of their runs at the
+    real size. Every relevant element must be read at least once, so this stays a lower bound on what a kernel
+    reads (the per-run rounding it leaves out is at most one sector per run, e.g. 32 bytes per row of a causal
+    triangle)."""
+    from core.problem.dtypes import FLOATING
+    from core.roofline.footprint import SECTOR
+    from core.roofline.relevance import DEFAULT_MAX_ELEMENTS, DEFAULT_TIME_LIMIT_S, relevant_fractions
+
+    sharing: dict[int | None, int] = {}
+    for info in reads.values():
+        sharing[info.storage] = sharing.get(info.storage, 0) + 1
+    candidates = {n: info for n, info in reads.items()
+                  if info.dtype in FLOATING and info.storage is not None and sharing[info.storage] == 1
+                  and info.storage_bytes == info.view_bytes > 0 and info.read >= info.storage_bytes}
+    if not candidates:
+        return values, notes
+    probe = relevant_fractions(problem, workload, seed=seed,
+                               max_elements=DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements,
+                               time_limit_s=DEFAULT_TIME_LIMIT_S if seconds is None else seconds)
+    if not probe.ok:
+        return values, [*notes, f"relevance probe gave up, every input byte charged: {probe.reason}"]
+    values = dict(values, relevant_fraction=MappingProxyType({n: probe.fractions.get(n, 1.0) for n in candidates}))
+    reduced = []
+    for name, info in candidates.items():
+        fraction = probe.fractions.get(name, 1.0)
+        if fraction >= 1.0:
+            continue
+        charged = min(info.read, -(-math.ceil(fraction * info.storage_bytes) // SECTOR) * SECTOR)
+        if charged < info.read:
+            values["bytes_read"] -= info.read - charged
+            reduced.append(f"{name} {fraction:.3f} ({info.read} -> {charged} bytes)")
+    if reduced:
+        where = ("a smaller instance, " if probe.shrunk else "the workload, ") + \
+            ", ".join(f"{k}={v}" for k, v in probe.axes.items())
+        notes = [*notes, f"bytes read reduced to the elements that can influence the outputs (relevance probe on "
+                         f"{where}): " + "; ".join(reduced)]
+    return values, notes
 
 
 def _check_cpu_budget(problem: Problem, workload: Workload, limit: int, lazy_above_bytes: int | None = None) -> None:

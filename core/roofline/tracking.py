@@ -278,6 +278,10 @@ class WorkTracker(TorchDispatchMode):
                 self._set_tag(o, narrower(source, dtype_name(o.dtype)))
         # anything else: result precision is its own dtype (the default; nothing to store)
 
+    def input_use(self, t: torch.Tensor) -> StorageUse | None:
+        """What the reference did with the storage of input ``t`` (None if ``t`` was not an input)."""
+        return self._inputs.get(storage_key(t))  # type: ignore[arg-type]
+
     # -- result
     def finish(self, outputs: Iterable[torch.Tensor]) -> tuple[int, int]:
         """(bytes read, bytes written) once the reference has returned ``outputs``."""

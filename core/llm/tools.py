@@ -1,0 +1,334 @@
+"""The LLM agent's tools: a workspace of candidate files kept in memory, and handlers that go through the Workbench.
+
+Candidate code is never imported or run here: ``build`` checks Python syntax with ``compile()`` (bytecode only,
+nothing executes) and asks the Workbench to build; ``evaluate`` and ``finish`` record attempts through
+``bench.evaluate``, which evaluates in the isolated worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from core.errors import SpecError
+from core.fleet.agent import Workbench
+from core.solution.io import parse_solution
+from core.solution.schema import Solution
+from core.solution.tunables import TUNABLES_MODULE_FILE
+from core.store.model import AttemptRow
+
+SPEC_FILE = "solution.json"
+MAX_FILE_CHARS = 200_000
+MAX_FILES = 32
+PROFILE_UNAVAILABLE = "unavailable: ncu is not used in this build"
+
+DEFAULT_SPEC: dict[str, Any] = {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
+                                "dependencies": [], "destination_passing_style": True, "binding": None,
+                                "compile_options": None}
+
+
+class WorkspaceError(ValueError):
+    """A request the workspace refuses (bad path, bad spec); the message goes back to the model."""
+
+
+def check_path(path: Any) -> str:
+    if not isinstance(path, str) or not path.strip():
+        raise WorkspaceError("path must be a non-empty relative path")
+    if "\\" in path or "\x00" in path:
+        raise WorkspaceError(f"{path!r}: use '/' to separate folders")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or path.startswith("~"):
+        raise WorkspaceError(f"{path!r}: absolute paths are refused; give it relative to the solution folder")
+    if ".." in pure.parts:
+        raise WorkspaceError(f"{path!r}: '..' is refused")
+    if path.endswith("/") or pure.name in ("", "."):
+        raise WorkspaceError(f"{path!r} does not name a file")
+    if pure.name == TUNABLES_MODULE_FILE:
+        raise WorkspaceError(f"{TUNABLES_MODULE_FILE} is generated; declare tunables in tunables.json")
+    return str(pure)
+
+
+class Workspace:
+    """The candidate being edited: source files (path -> text) and a spec (the solution.json ``spec`` object)."""
+
+    def __init__(self, files: dict[str, str] | None = None, spec: dict[str, Any] | None = None):
+        self.files: dict[str, str] = dict(files or {})
+        self.spec: dict[str, Any] = dict(spec or DEFAULT_SPEC)
+
+    @classmethod
+    def from_solution(cls, solution: dict[str, Any] | None) -> Workspace:
+        if not solution:
+            return cls()
+        files = {s["path"]: s["content"] for s in solution.get("sources", [])}
+        return cls(files, solution.get("spec") or DEFAULT_SPEC)
+
+    def write(self, path: Any, content: Any) -> str:
+        path = check_path(path)
+        if not isinstance(content, str):
+            raise WorkspaceError("content must be a string")
+        if len(content) > MAX_FILE_CHARS:
+            raise WorkspaceError(f"{path}: {len(content)} characters is more than {MAX_FILE_CHARS}")
+        if path == SPEC_FILE:
+            return self._write_spec_file(content)
+        if path not in self.files and len(self.files) >= MAX_FILES:
+            raise WorkspaceError(f"at most {MAX_FILES} files")
+        if not content.strip():
+            self.files.pop(path, None)
+            return f"{path}: removed (empty content)"
+        self.files[path] = content
+        return f"wrote {path} ({len(content)} characters)"
+
+    def _write_spec_file(self, content: str) -> str:
+        try:
+            data = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise WorkspaceError(f"{SPEC_FILE}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise WorkspaceError(f"{SPEC_FILE}: expected an object")
+        done = []
+        if isinstance(data.get("spec"), dict):
+            self.spec = {**DEFAULT_SPEC, **data["spec"]}
+            done.append("spec set")
+        sources = data.get("sources")
+        if isinstance(sources, list):
+            for i, source in enumerate(sources):
+                if not isinstance(source, dict) or "path" not in source or "content" not in source:
+                    raise WorkspaceError(f"{SPEC_FILE}: sources[{i}] needs path and content")
+                self.write(source["path"], source["content"])
+            done.append(f"{len(sources)} source(s) written")
+        if not done:
+            raise WorkspaceError(f"{SPEC_FILE}: no spec object and no sources in it")
+        return f"{SPEC_FILE}: " + ", ".join(done)
+
+    def read(self, path: Any) -> str:
+        path = check_path(path)
+        if path == SPEC_FILE:
+            return json.dumps({"spec": self.spec, "sources": [{"path": p, "content": "..."} for p in self.files]},
+                              indent=2)
+        if path not in self.files:
+            raise WorkspaceError(f"no file {path!r}; files: {', '.join(self.files) or '(none)'}")
+        return self.files[path]
+
+    def set_spec(self, language: Any, entry_point: Any, destination_passing_style: Any = True) -> str:
+        if not isinstance(language, str) or not isinstance(entry_point, str):
+            raise WorkspaceError("language and entry_point must be strings")
+        if not isinstance(destination_passing_style, bool):
+            raise WorkspaceError("destination_passing_style must be true or false")
+        self.spec = {**self.spec, "languages": [language], "entry_point": entry_point,
+                     "destination_passing_style": destination_passing_style}
+        return "spec: " + json.dumps({k: self.spec[k] for k in ("languages", "entry_point",
+                                                                "destination_passing_style")})
+
+    def solution(self, name: str, definition: str, author: str) -> Solution:
+        """The workspace as a validated Solution (SpecError names the faulty field)."""
+        if not self.files:
+            raise WorkspaceError("no files: write the candidate's sources first")
+        data = {"name": name, "definition": definition, "author": author, "spec": self.spec,
+                "sources": [{"path": p, "content": c} for p, c in self.files.items()]}
+        return parse_solution(data, SPEC_FILE)
+
+
+def _function(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": list(required)}}}
+
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    _function("write_file", "Create or replace a file of your candidate (a relative path). Writing solution.json "
+                            "sets the spec from its `spec` object.",
+              {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")),
+    _function("read_file", "Read a file of your candidate.", {"path": {"type": "string"}}, ("path",)),
+    _function("set_spec", "Choose the solution spec: language (pytorch, triton, cuda_cpp, cute_dsl), entry point "
+                          "('file.py::function') and destination passing style.",
+              {"language": {"type": "string"}, "entry_point": {"type": "string"},
+               "destination_passing_style": {"type": "boolean"}}, ("language", "entry_point")),
+    _function("build", "Build the candidate without running it: compile errors, or the ptxas resource report.", {}),
+    _function("evaluate", "Evaluate the candidate (recorded as an attempt): correctness and timing per workload. "
+                          "Give workload indices to evaluate a few; leave out for all.",
+              {"workloads": {"type": "array", "items": {"type": "integer"}}}),
+    _function("profile", "Profile the candidate's kernels.", {}),
+    _function("finish", "Submit the candidate for a full evaluation and end your turn, with a short note on what "
+                        "you did and learned (other agents read it).",
+              {"note": {"type": "string"}}, ("note",)),
+]
+TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOL_SCHEMAS)
+
+
+@dataclass
+class ToolResult:
+    text: str  # what goes back to the model
+    attempt: AttemptRow | None = None  # an attempt this call recorded
+    failure: str | None = None  # a classified failure, logged by the agent
+    finished: bool = False
+
+
+def verdict_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[int, str] | None = None) -> str:
+    """A short text of an attempt's verdict: overall line, then one line per evaluated workload."""
+    head = f"attempt {attempt.id}: {attempt.status}"
+    if attempt.passed:
+        if attempt.speedup is not None:
+            head += f", speedup {attempt.speedup:.3g}x over T_b"
+        if attempt.sol is not None:
+            head += f", SOL {attempt.sol:.3g}"
+        if not attempt.full:
+            head += " (partial: not a candidate for best until evaluated on every workload)"
+    elif attempt.reason:
+        head += f": {_clip(attempt.reason, 1500)}"
+    infos = {w.index: w for w in workloads_info}
+    lines = [head, "workload | axes | status | time | T_b | T_sol | detail"]
+    for wv in (attempt.verdict or {}).get("workloads", []):
+        index = wv.get("index")
+        status = wv.get("status")
+        status = getattr(status, "value", status)
+        timing = wv.get("timing") or {}
+        info = infos.get(index)
+        t = timing.get("median_ms")
+        detail = "" if status == "PASSED" else _clip(" ".join(str(wv.get("reason", "")).split()), 300)
+        errors = wv.get("errors") or {}
+        if status == "INCORRECT_NUMERICAL" and errors:
+            detail += (f" max_abs {errors.get('max_abs_error', 0):.3g}, max_rel {errors.get('max_rel_error', 0):.3g},"
+                       f" matched {errors.get('matched_ratio', 0):.4g}")
+        lines.append(" | ".join([str(index), (axes or {}).get(index, info.axes if info else ""), str(status),
+                                 f"{t:.4g} ms" if t is not None else "-",
+                                 f"{info.t_b_ms:.4g} ms" if info and info.t_b_ms is not None else "-",
+                                 f"{info.t_sol_ms:.4g} ms" if info and info.t_sol_ms is not None else "-",
+                                 detail.strip()]))
+    return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def syntax_errors(files: dict[str, str]) -> list[str]:
+    """Python syntax errors of the workspace, found by compiling to bytecode (nothing is executed)."""
+    errors = []
+    for path, content in files.items():
+        if path.endswith(".py"):
+            try:
+                compile(content, path, "exec", dont_inherit=True)
+            except SyntaxError as exc:
+                errors.append(f"{path}:{exc.lineno}: error: {exc.msg}")
+    return errors
+
+
+class Toolbox:
+    """Runs the model's tool calls against a workspace and a Workbench.
+
+    ``charge()`` hands back the tokens and dollars spent since the last recorded attempt; they are attached to the
+    next attempt this toolbox records.
+    """
+
+    def __init__(self, bench: Workbench, workspace: Workspace, *, author: str, charge: Callable[[], tuple[int, float]],
+                 parent_id: int | None = None):
+        self.bench = bench
+        self.workspace = workspace
+        self.author = author
+        self.charge = charge
+        self.parent_id = parent_id
+        self.candidates = 0
+
+    def _solution(self) -> Solution:
+        self.candidates += 1
+        return self.workspace.solution(f"{self.author}_{self.bench.problem.name}_{self.candidates}",
+                                       self.bench.problem.name, self.author)
+
+    async def call(self, name: str, args: dict[str, Any]) -> ToolResult:
+        ws = self.workspace
+        try:
+            if name == "write_file":
+                return ToolResult(ws.write(args.get("path"), args.get("content")))
+            if name == "read_file":
+                return ToolResult(ws.read(args.get("path")))
+            if name == "set_spec":
+                return ToolResult(ws.set_spec(args.get("language"), args.get("entry_point"),
+                                              args.get("destination_passing_style", True)))
+            if name == "build":
+                return await self.build()
+            if name == "evaluate":
+                return await self.evaluate(args.get("workloads"))
+            if name == "profile":
+                return ToolResult(PROFILE_UNAVAILABLE)
+            if name == "finish":
+                note = args.get("note")
+                result = await self.evaluate(None, note=note if isinstance(note, str) else "")
+                result.finished = True
+                return result
+        except WorkspaceError as exc:
+            failure = "no files" if str(exc).startswith("no files") else None
+            return ToolResult(f"error: {exc}", failure=failure)
+        except SpecError as exc:
+            return ToolResult(f"error: invalid solution: {exc}", failure=f"invalid solution: {exc}")
+        return ToolResult(f"error: no tool {name!r} (tools: {', '.join(sorted(TOOL_NAMES))})",
+                          failure=f"malformed tool call: unknown tool {name!r}")
+
+    async def build(self) -> ToolResult:
+        solution = self._solution()
+        errors = syntax_errors(self.workspace.files)
+        if errors:
+            return ToolResult("build failed:\n" + "\n".join(errors), failure="compile error")
+        prepared = await self.bench.build(solution)
+        if not prepared.ok:
+            return ToolResult("build failed:\n" + (prepared.errors or prepared.log[-3000:] or "(no output)"),
+                              failure="compile error")
+        resources = list(getattr(prepared.build, "resources", None) or []) if prepared.build is not None else []
+        if not resources:
+            return ToolResult(f"built ({prepared.kind.value}: nothing to compile)" if not solution.spec.is_cpp
+                              else "built")
+        lines = ["built; ptxas per kernel: registers, spill stores/loads, shared bytes, stack bytes"]
+        for r in resources:
+            lines.append(f"{r.name}: {r.registers} regs, spills {r.spill_stores}/{r.spill_loads}, "
+                         f"smem {r.shared_bytes}, stack {r.stack_bytes}")
+        return ToolResult("\n".join(lines))
+
+    async def evaluate(self, workloads: Any, *, note: str = "") -> ToolResult:
+        problem = self.bench.problem
+        indices: tuple[int, ...] | None = None
+        if workloads not in (None, []):
+            if not isinstance(workloads, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                           for i in workloads):
+                raise WorkspaceError("workloads must be a list of workload indices")
+            valid = {w.index for w in problem.workloads if w.runnable}
+            bad = [i for i in workloads if i not in valid]
+            if bad:
+                raise WorkspaceError(f"no runnable workload {bad}; valid: {sorted(valid)}")
+            indices = tuple(dict.fromkeys(workloads))
+            if len(indices) == len(valid):
+                indices = None
+        solution = self._solution()
+        tokens, dollars = self.charge()
+        attempt = await self.bench.evaluate(solution, workloads=indices, parent_id=self.parent_id, note=note,
+                                            tokens=tokens, dollars=dollars)
+        self.parent_id = attempt.id
+        axes = {w.index: " ".join(f"{k}={v}" for k, v in w.axes.items()) for w in problem.workloads}
+        return ToolResult(verdict_table(attempt, self.bench.row().workloads, axes), attempt=attempt)
+
+
+_FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+_PATH = re.compile(r"""(?:^|\s)(?:path|file|filename)\s*[=:]\s*["']?([^\s"']+)["']?""")
+_FINISH = re.compile(r"^\s*FINISH\s*:?\s*(.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class TextReply:
+    files: tuple[tuple[str, str], ...]  # (path, content) in order
+    blocks: int  # fenced blocks seen, with a path or not
+    finish_note: str | None  # the note of a FINISH line, if there is one
+
+
+def parse_text_reply(text: str) -> TextReply:
+    """Files in fenced blocks whose info string carries ``path=...``; a ``FINISH: note`` line ends the turn."""
+    files = []
+    blocks = 0
+    for match in _FENCE.finditer(text or ""):
+        blocks += 1
+        found = _PATH.search(match.group(1))
+        if found:
+            files.append((found.group(1), match.group(2)))
+    finish = _FINISH.search(_FENCE.sub("", text or ""))
+    return TextReply(tuple(files), blocks, finish.group(1).strip() if finish else None)

@@ -1,0 +1,61 @@
+"""The pure model: formatting, sorting, filtering, bars, histograms and side-by-side diffs."""
+
+import math
+
+from core.store import RunReader
+from tui.model import (SORTS, DiffView, Poller, fmt_ago, grid_rows, histogram, side_by_side, sol_bar, sort_problems,
+                       filter_problems, sparkline)
+from tui_store import NOW
+
+
+def test_sol_bar_has_eighths_and_fixed_width():
+    assert sol_bar(None) == " " * 8
+    assert sol_bar(1.0) == "█" * 8
+    assert sol_bar(0.5) == "████    "
+    assert sol_bar(0.0625, 8) == "▌       "
+    assert len(sol_bar(0.77, 10)) == 10
+
+
+def test_sparkline_and_histogram():
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([None, 1.0]) == " ▅"
+    assert sparkline([]) == ""
+    lines = histogram([0.05, 0.15, 0.15, None, 1.0], (0.0, 0.1, 0.2, 1.0), width=4)
+    assert lines == ["0.0–0.1 │██   1", "0.1–0.2 │████ 2", "0.2–1.0 │██   1"]
+    assert [line.split()[-1] for line in histogram([5.0, -1.0, math.inf], (0, 1, 2))] == ["1", "1"]
+
+
+def test_fmt_ago():
+    assert fmt_ago(None, 10) == "—"
+    assert fmt_ago(5, 17) == "12s"
+    assert fmt_ago(0, 3 * 3600 + 5) == "3h"
+
+
+def test_sort_filter_and_grid_rows(run_dir):
+    with RunReader(run_dir) as reader:
+        snap = Poller(reader, "demo-run", lambda: NOW).poll()[0]
+    by_key = sort_problems(snap.problems, 0)
+    assert [p.key for p in by_key] == sorted(p.key for p in snap.problems)
+    by_sol = sort_problems(snap.problems, [s.name for s in SORTS].index("SOL"))
+    sols = [p.best_sol for p in by_sol if p.best_sol is not None]
+    assert sols == sorted(sols, reverse=True) and by_sol[-1].best_sol is None
+    assert {p.status for p in filter_problems(snap.problems, "ACTIVE")} == {"active"}
+    assert [p.key for p in filter_problems(snap.problems, "cpu row")] == ["cpu/row_rmsnorm"]
+    rows = dict(grid_rows(snap, 0, ""))
+    assert rows["cpu/row_rmsnorm"][4] == "2"  # two agents on it
+    assert rows["L1/matmul_bias"][3] == "active*"  # pinned
+
+
+def test_side_by_side_aligns_changed_lines():
+    diff = ("--- a/k.py\n+++ b/k.py\n@@ -1,3 +1,4 @@\n a\n-b\n+B\n c\n+d\n")
+    rows = side_by_side(diff)
+    assert [r.kind for r in rows] == ["file", "hunk", "equal", "replace", "equal", "insert"]
+    assert (rows[3].left_no, rows[3].left, rows[3].right_no, rows[3].right) == (2, "b", 2, "B")
+    assert (rows[5].left_no, rows[5].right_no, rows[5].right) == (None, 4, "d")
+
+
+def test_diff_view_steps_within_bounds():
+    view = DiffView((3, 5, 9), 2)
+    assert view.step(1).index == 2 and view.step(-1).current == 5 and view.step(-5).current == 3
+    assert view.toggled().split and not view.toggled().toggled().split
+    assert DiffView(()).step(1).current is None

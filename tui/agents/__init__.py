@@ -1,0 +1,1 @@
+"""The agents view: pause and resume agents."""

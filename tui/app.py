@@ -1,0 +1,228 @@
+"""The watcher app: ``make_app(run_dir)`` attaches to a run's store, polls it with since-id cursors and writes
+controls through :func:`core.store.submit_control`. Quitting the watcher never stops the run."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from core.store import ControlError, RunReader, submit_control
+from core.store.model import AgentRow, ProblemRow
+from core.store.queries import Queries
+from tui.agents.screen import AgentsScreen
+from tui.detail.screen import DetailScreen
+from tui.dialogs import ConfirmStop, HelpScreen
+from tui.diff.screen import DiffScreen
+from tui.fleet.histogram import HistogramScreen
+from tui.logs.screen import LOG_LINES, LogsScreen
+from tui.model import (Clock, Control, Delta, Poller, Snapshot, agent_for_problem, agent_toggle, bump,
+                       control_line, pause_toggle, pin_toggle)
+from tui.problems.screen import ProblemsScreen
+
+T = TypeVar("T")
+
+# (title, help, action) for the command palette; actions run on the current screen, else on the app.
+PALETTE = (
+    ("Pause / resume problem", "space: pause or resume the selected problem", "pause"),
+    ("Pause / resume agent", "a: pause or resume the agent of the selected problem", "agent"),
+    ("Raise priority", "+: bump the selected problem's priority by +1", "bump(1)"),
+    ("Lower priority", "-: bump the selected problem's priority by -1", "bump(-1)"),
+    ("Pin / unpin problem", "P: pin or unpin the selected problem", "pin"),
+    ("Sort", "s: cycle the grid's sort column", "sort"),
+    ("Filter", "/: filter the grid on key or status", "filter"),
+    ("Diffs", "d: the problem's attempts as diffs", "diff"),
+    ("Next attempt", "n: the next attempt's diff", "step(1)"),
+    ("Previous attempt", "p: the previous attempt's diff", "step(-1)"),
+    ("Split / unified diff", "t: toggle side by side", "toggle"),
+    ("Agents", "A: the agents view", "app.agents"),
+    ("Log", "l: the fleet's event log", "app.logs"),
+    ("Histogram", "h: score histograms", "app.histogram"),
+    ("Help", "?: keys", "app.help"),
+    ("Stop the run", "S: stop the run (asks first)", "app.stop_run"),
+    ("Quit the watcher", "q: quit (the run goes on)", "app.quit"),
+)
+
+
+class WatchApp(App):
+    TITLE = "kernelfleet watch"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("S", "stop_run", "stop run"),
+        Binding("A", "agents", "agents", show=False),
+        Binding("l", "logs", "log", show=False),
+        Binding("h", "histogram", "histogram", show=False),
+    ]
+    CSS = "Screen { layers: base; }"
+
+    def __init__(self, run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None):
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.reader = RunReader(self.run_dir)
+        self.lock = threading.Lock()
+        self.poll_s = poll_s
+        self.poller = Poller(self.reader, self.run_dir.resolve().name, clock, event_limit=LOG_LINES)
+        snapshot, delta = self.poller.poll()
+        self.snapshot: Snapshot = snapshot
+        self.events: deque = deque(delta.events, maxlen=LOG_LINES)
+        self.paused_agents: dict[str, str] = {}  # problem key -> the agent `a` paused from it
+        self.sent: list[int] = []  # control ids this watcher wrote
+        self.polls = 0
+        self._polling = False
+
+    # ------------------------------------------------------------ reading
+
+    def read(self, query: Callable[[Queries], T]) -> T:
+        """Run ``query`` on the store (serialized with the poller, which may be in its thread)."""
+        with self.lock:
+            return query(self.reader)
+
+    def on_mount(self) -> None:
+        self.push_screen(ProblemsScreen())
+        if self.poll_s:
+            self.set_interval(self.poll_s, self._tick)
+
+    def on_unmount(self) -> None:
+        with self.lock:
+            self.reader.close()
+
+    def _tick(self) -> None:
+        if self._polling:
+            return
+        self._polling = True
+        self.run_worker(self._poll_in_thread, thread=True, group="poll", exit_on_error=False)
+
+    def _poll_in_thread(self) -> None:
+        try:
+            with self.lock:
+                result = self.poller.poll()
+        except sqlite3.Error as exc:
+            self.call_from_thread(self._poll_failed, exc)
+            return
+        self.call_from_thread(self.apply, *result)
+
+    def _poll_failed(self, exc: Exception) -> None:
+        self._polling = False
+        self.notify(f"reading the store failed: {exc}", severity="warning")
+
+    def poll_now(self) -> None:
+        """Poll on this thread and apply the result (tests, and right after sending a control)."""
+        with self.lock:
+            snapshot, delta = self.poller.poll()
+        self.apply(snapshot, delta)
+
+    def apply(self, snapshot: Snapshot, delta: Delta) -> None:
+        self._polling = False
+        self.polls += 1
+        self.snapshot = snapshot
+        self.events.extend(delta.events)
+        for control in delta.applied:
+            if control.id in self.sent:
+                self.notify(control_line(control), title="applied")
+        for screen in self.screen_stack:
+            show = getattr(screen, "show", None)
+            if show is not None:
+                show(snapshot, delta)
+
+    # ------------------------------------------------------------ controls
+
+    def send(self, control: Control) -> int | None:
+        try:
+            control_id = submit_control(self.run_dir, control.command, control.target, control.value)
+        except (ControlError, sqlite3.Error) as exc:
+            self.notify(f"control not sent: {exc}", severity="error")
+            return None
+        self.sent.append(control_id)
+        value = "" if control.value is None else f" {control.value:+d}"
+        state = self.snapshot.run.state if self.snapshot.run else "?"
+        note = "" if state in ("starting", "running") else f" (the run is {state}: it applies when resumed)"
+        self.notify(f"sent {control.command} {control.target}{value}{note}", timeout=3)
+        return control_id
+
+    def _need(self, problem: ProblemRow | None) -> bool:
+        if problem is None:
+            self.notify("no problem selected", severity="warning")
+        return problem is not None
+
+    def toggle_pause(self, problem: ProblemRow | None) -> None:
+        if self._need(problem):
+            self.send(pause_toggle(problem))
+
+    def toggle_pin(self, problem: ProblemRow | None) -> None:
+        if self._need(problem):
+            self.send(pin_toggle(problem))
+
+    def bump(self, problem: ProblemRow | None, by: int) -> None:
+        if self._need(problem):
+            self.send(bump(problem, by))
+
+    def toggle_agent(self, agent: AgentRow | None) -> None:
+        if agent is None:
+            self.notify("no agent selected", severity="warning")
+            return
+        self.send(agent_toggle(agent))
+
+    def toggle_agent_of(self, problem: ProblemRow | None) -> None:
+        if not self._need(problem):
+            return
+        agent = agent_for_problem(self.snapshot, problem, self.paused_agents)
+        if agent is None:
+            self.notify(f"no agent is working on {problem.key}", severity="warning")
+            return
+        if not agent.paused:
+            self.paused_agents[problem.key] = agent.name
+        self.toggle_agent(agent)
+
+    # ------------------------------------------------------------ screens
+
+    def open_detail(self, key: str) -> None:
+        self.push_screen(DetailScreen(key))
+
+    def open_diff(self, key: str, attempt_ids: tuple[int, ...], start: int | None) -> None:
+        self.push_screen(DiffScreen(key, attempt_ids, start))
+
+    def _push_once(self, kind: type[Screen], make: Callable[[], Screen]) -> None:
+        if isinstance(self.screen, kind):
+            self.pop_screen()
+        else:
+            self.push_screen(make())
+
+    def action_agents(self) -> None:
+        self._push_once(AgentsScreen, AgentsScreen)
+
+    def action_logs(self) -> None:
+        self._push_once(LogsScreen, LogsScreen)
+
+    def action_histogram(self) -> None:
+        self._push_once(HistogramScreen, HistogramScreen)
+
+    def action_help(self) -> None:
+        self._push_once(HelpScreen, HelpScreen)
+
+    def action_stop_run(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.send(Control("stop_run"))
+
+        self.push_screen(ConfirmStop(), answered)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for title, help_text, action in PALETTE:
+            name = action.split("(")[0]
+            target: Any = self if action.startswith("app.") else screen
+            if action.startswith("app.") or hasattr(screen, f"action_{name}"):
+                yield SystemCommand(title, help_text, lambda a=action, t=target: self.call_later(t.run_action, a))
+
+
+def make_app(run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None) -> WatchApp:
+    """The watcher for ``run_dir``; ``poll_s=None`` polls only when asked (tests), ``clock`` fixes "now"."""
+    return WatchApp(run_dir, poll_s=poll_s, clock=clock)

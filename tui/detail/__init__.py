@@ -1,0 +1,1 @@
+"""One problem: workloads, attempt history, the planner's reasons and its log."""

@@ -1,0 +1,171 @@
+"""A problem's detail: per workload T_b / T_sol and the best attempt's times, the attempt history, the planner's
+reasons (decision events) and the problem's log."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from core.store.model import AttemptRow, EventRow
+from tui.model import (ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, Delta, Snapshot, attempt_cells, event_line,
+                       problem_summary_line, workload_rows)
+
+ATTEMPTS_LOADED = 500
+LOG_LINES = 300
+DECISIONS_SHOWN = 40
+
+
+class DetailScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("d", "diff", "diffs"),
+        Binding("space", "pause", "pause/resume"),
+        Binding("a", "agent", "agent"),
+        Binding("plus", "bump(1)", "prio+"),
+        Binding("minus", "bump(-1)", "prio-"),
+        Binding("P", "pin", "pin"),
+    ]
+    DEFAULT_CSS = """
+    DetailScreen #summary { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+    DetailScreen #workloads { height: auto; max-height: 7; }
+    DetailScreen #attempts { height: 1fr; min-height: 4; }
+    DetailScreen #bottom { height: 7; }
+    DetailScreen #decisions { width: 1fr; height: 100%; border-top: solid $secondary; }
+    DetailScreen #log { width: 1fr; height: 100%; border-top: solid $secondary; }
+    """
+
+    def __init__(self, key: str):
+        super().__init__()
+        self.key = key
+        problem = self.app.snapshot.problem(key)
+        self.problem_id = problem.id if problem else -1
+        self.attempts: dict[int, AttemptRow] = {}
+        self.decisions: list[str] = []
+        self._summary = ""
+        self._workloads: list[tuple[str, ...]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="summary")
+        yield DataTable(id="workloads", cursor_type="none", zebra_stripes=True)
+        yield DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="bottom"):
+            yield Static(id="decisions")
+            yield RichLog(id="log", max_lines=LOG_LINES, wrap=False, markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#workloads", DataTable).add_columns(*WORKLOAD_COLUMNS)
+        table = self.query_one("#attempts", DataTable)
+        for column in ATTEMPT_COLUMNS:
+            table.add_column(column, key=column)
+        pid = self.problem_id
+        attempts, decisions, logs = self.app.read(lambda r: (
+            r.attempts(problem_id=pid, limit=ATTEMPTS_LOADED),
+            r.events(problem_id=pid, kind="decision", limit=DECISIONS_SHOWN),
+            r.events(problem_id=pid, limit=LOG_LINES)))
+        self.show(self.app.snapshot, Delta(events=(*decisions, *logs), attempts=tuple(attempts)), initial=True)
+        table.focus()
+        if table.row_count:
+            table.move_cursor(row=table.row_count - 1, animate=False)
+
+    def show(self, snapshot: Snapshot, delta: Delta | None, initial: bool = False) -> None:
+        problem = snapshot.problem(self.key)
+        if problem is None:
+            return
+        summary = problem_summary_line(problem, snapshot)
+        if summary != self._summary:
+            self._summary = summary
+            self.query_one("#summary", Static).update(summary)
+        if delta is not None:
+            self._add_attempts(snapshot, [a for a in delta.attempts if a.problem_id == self.problem_id])
+            events = [e for e in delta.events if e.problem_id == self.problem_id]
+            self._add_events(snapshot, events, initial)
+        best = self.attempts.get(problem.best_attempt_id) if problem.best_attempt_id else None
+        if best is None and problem.best_attempt_id:
+            best = self.app.read(lambda r: r.attempt(problem.best_attempt_id))
+            if best is not None:
+                self.attempts[best.id] = best
+        rows = workload_rows(problem, best)
+        if rows != self._workloads:
+            self._workloads = rows
+            table = self.query_one("#workloads", DataTable)
+            with self.app.batch_update():
+                table.clear()
+                for row in rows:
+                    table.add_row(*row)
+
+    def _add_attempts(self, snapshot: Snapshot, attempts: list[AttemptRow]) -> None:
+        if not attempts:
+            return
+        table = self.query_one("#attempts", DataTable)
+        at_end = table.row_count == 0 or table.cursor_row >= table.row_count - 1
+        with self.app.batch_update():
+            for a in attempts:
+                key = str(a.id)
+                cells = attempt_cells(a, snapshot)
+                if a.id in self.attempts and key in table.rows:
+                    for column, value in zip(ATTEMPT_COLUMNS, cells):
+                        table.update_cell(key, column, value)
+                else:
+                    table.add_row(*cells, key=key)
+                self.attempts[a.id] = a
+            if at_end and table.row_count:
+                table.move_cursor(row=table.row_count - 1, animate=False)
+
+    def _add_events(self, snapshot: Snapshot, events: list[EventRow], initial: bool) -> None:
+        log = self.query_one("#log", RichLog)
+        seen_decisions = False
+        logged = set()
+        for e in sorted(events, key=lambda e: e.id):
+            if e.kind == "decision":
+                line = event_line(e, snapshot, with_problem=False)
+                if not initial or line not in self.decisions:
+                    self.decisions.append(line)
+                    seen_decisions = True
+            if e.id not in logged:
+                logged.add(e.id)
+                log.write(event_line(e, snapshot, with_problem=False))
+        if seen_decisions:
+            self.decisions = self.decisions[-DECISIONS_SHOWN:]
+            self.query_one("#decisions", Static).update(
+                "Planner:\n" + "\n".join(reversed(self.decisions[-6:])))
+        elif initial:
+            self.query_one("#decisions", Static).update("Planner: no decisions yet")
+
+    # ------------------------------------------------------------ actions
+
+    def _problem(self):
+        return self.app.snapshot.problem(self.key)
+
+    def action_pause(self) -> None:
+        self.app.toggle_pause(self._problem())
+
+    def action_agent(self) -> None:
+        self.app.toggle_agent_of(self._problem())
+
+    def action_bump(self, by: int) -> None:
+        self.app.bump(self._problem(), by)
+
+    def action_pin(self) -> None:
+        self.app.toggle_pin(self._problem())
+
+    def selected_attempt(self) -> int | None:
+        table = self.query_one("#attempts", DataTable)
+        if not table.row_count:
+            return None
+        return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def action_diff(self) -> None:
+        ids = tuple(sorted(self.attempts))
+        if not ids:
+            self.app.notify("no attempts yet")
+            return
+        self.app.open_diff(self.key, ids, self.selected_attempt())
+
+    @on(DataTable.RowSelected, "#attempts")
+    def _open_diff(self, event: DataTable.RowSelected) -> None:
+        self.action_diff()

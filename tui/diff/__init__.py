@@ -1,0 +1,1 @@
+"""Stepping through a problem's attempts as diffs, unified or side by side."""

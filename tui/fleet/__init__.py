@@ -1,0 +1,1 @@
+"""The fleet header and the score histogram."""

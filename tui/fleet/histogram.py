@@ -1,0 +1,37 @@
+"""The score histogram screen (`h`): best SOL scores and best speedups over the fleet as text bars."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.model import SOL_EDGES, SPEEDUP_EDGES, Delta, Snapshot, histogram, speedup_label
+
+
+def histogram_text(s: Snapshot, width: int = 30) -> str:
+    sols = [p.best_sol for p in s.problems]
+    speedups = [p.best_speedup for p in s.problems]
+    solved = sum(v is not None for v in sols)
+    lines = [f"Best SOL score, {solved}/{len(sols)} problems with a score", ""]
+    lines += histogram(sols, SOL_EDGES, width)
+    lines += ["", f"Best speedup, {sum(v is not None for v in speedups)}/{len(speedups)} problems with a speedup", ""]
+    lines += histogram(speedups, SPEEDUP_EDGES, width, speedup_label)
+    return "\n".join(lines)
+
+
+class HistogramScreen(Screen):
+    BINDINGS = [Binding("escape,h", "app.pop_screen", "back")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="histogram")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show(self.app.snapshot, None)
+
+    def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
+        self.query_one("#histogram", Static).update(histogram_text(snapshot))

@@ -1,0 +1,1 @@
+"""The fleet's event log (bounded)."""

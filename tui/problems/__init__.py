@@ -1,0 +1,1 @@
+"""The problem grid: the watcher's main screen."""

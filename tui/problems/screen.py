@@ -1,0 +1,125 @@
+"""The main screen: the fleet header over the problem grid, with a filter input."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from tui.fleet.header import FleetHeader
+from tui.model import SORTS, Delta, Snapshot, control_line, grid_rows
+from tui.problems.grid import ProblemGrid
+
+
+class ProblemsScreen(Screen):
+    AUTO_FOCUS = "#grid"
+    BINDINGS = [
+        Binding("space", "pause", "pause/resume"),
+        Binding("a", "agent", "agent"),
+        Binding("plus", "bump(1)", "prio+"),
+        Binding("minus", "bump(-1)", "prio-"),
+        Binding("P", "pin", "pin"),
+        Binding("s", "sort", "sort"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+    DEFAULT_CSS = """
+    ProblemsScreen #gridbar { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap;
+                              text-overflow: ellipsis; }
+    ProblemsScreen #filter { display: none; height: 3; }
+    ProblemsScreen #filter.shown { display: block; }
+    ProblemsScreen ProblemGrid { height: 1fr; }
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.sort = 0
+        self.filter_text = ""
+        self._bar = ""
+
+    def compose(self) -> ComposeResult:
+        yield FleetHeader(id="header")
+        yield Static(id="gridbar")
+        yield Input(placeholder="filter on key or status (enter: keep, escape: clear)", id="filter")
+        yield ProblemGrid(id="grid")
+        yield Footer()
+
+    @property
+    def grid(self) -> ProblemGrid:
+        return self.query_one(ProblemGrid)
+
+    def on_mount(self) -> None:
+        self.show(self.app.snapshot, None)
+        self.grid.focus()
+
+    def on_resize(self) -> None:
+        self.show(self.app.snapshot, None)
+
+    def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
+        self.query_one(FleetHeader).show(snapshot)
+        rows = grid_rows(snapshot, self.sort, self.filter_text)
+        self.grid.show(rows)
+        parts = [f"sort: {SORTS[self.sort].name}"]
+        if self.filter_text:
+            parts.append(f"filter: {self.filter_text!r}")
+        parts.append(f"{len(rows)}/{len(snapshot.problems)} problems")
+        if snapshot.controls:
+            parts.append("last control: " + control_line(snapshot.controls[-1]))
+        bar = " · ".join(parts)
+        if bar != self._bar:
+            self._bar = bar
+            self.query_one("#gridbar", Static).update(bar)
+
+    def selected(self):
+        key = self.grid.selected_key
+        return self.app.snapshot.problem(key) if key else None
+
+    # ------------------------------------------------------------ actions
+
+    def action_pause(self) -> None:
+        self.app.toggle_pause(self.selected())
+
+    def action_agent(self) -> None:
+        self.app.toggle_agent_of(self.selected())
+
+    def action_bump(self, by: int) -> None:
+        self.app.bump(self.selected(), by)
+
+    def action_pin(self) -> None:
+        self.app.toggle_pin(self.selected())
+
+    def action_sort(self) -> None:
+        self.sort = (self.sort + 1) % len(SORTS)
+        self.show(self.app.snapshot, None)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.filter_text = ""
+        self.show(self.app.snapshot, None)
+        self.grid.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.show(self.app.snapshot, None)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if not self.filter_text:
+            event.input.remove_class("shown")
+        self.grid.focus()
+
+    @on(DataTable.RowSelected, "#grid")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        problem = self.app.snapshot.problem(event.row_key.value)
+        if problem is not None:
+            self.app.open_detail(problem.key)

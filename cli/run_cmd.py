@@ -7,9 +7,11 @@ import dataclasses
 import datetime
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 
 from core.config import ConfigError, load_config
 from core.fleet.orchestrator import Fleet, FleetError
@@ -49,11 +51,9 @@ def run_fleet(args: argparse.Namespace) -> int:
     else:
         run_dir = args.run_dir or Path("runs") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         paths = args.problem_paths or [str(BUNDLED_PROBLEMS)]
-    if not args.headless:
-        print("note: the terminal UI is not part of this build yet; running headless", file=err)
-    fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event)
+    fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event if args.headless else None)
     try:
-        state = anyio.run(_run_with_signals, fleet)
+        state = anyio.run(_run_with_signals, fleet) if args.headless else _run_with_ui(fleet, run_dir)
     except FleetError as exc:
         print(f"error: {exc}", file=err)
         return 2
@@ -76,6 +76,50 @@ async def _run_with_signals(fleet: Fleet) -> str:
         state = await fleet.run()
         tg.cancel_scope.cancel()
     return state
+
+
+def _run_with_ui(fleet: Fleet, run_dir: Path) -> str:
+    """The core runs in a thread of its own (its own event loop); the terminal UI, the same watcher as
+    `kernelfleet watch`, runs in the main thread on the run's store. Closing the UI stops the run cleanly."""
+    from tui.app import make_app
+
+    fleet.open()
+    outcome: dict[str, object] = {}
+    started = threading.Event()
+
+    async def core() -> str:
+        outcome["token"] = anyio.lowlevel.current_token()
+        started.set()
+        return await fleet.run()
+
+    def run_core() -> None:
+        try:
+            outcome["state"] = anyio.run(core)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            outcome["error"] = exc
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=run_core, name="kernelfleet-core", daemon=True)
+    thread.start()
+    started.wait()
+    app = make_app(run_dir)
+    previous = signal.signal(signal.SIGTERM, lambda *_: app.exit())
+    try:
+        if thread.is_alive():
+            app.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if thread.is_alive() and "token" in outcome:
+            print("the UI was closed: stopping the run (continue it with --resume)", flush=True)
+            try:
+                anyio.from_thread.run_sync(fleet.request_stop, "the UI was closed", token=outcome["token"])
+            except RuntimeError:
+                pass  # the core's loop has just ended on its own
+        thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return str(outcome.get("state", "stopped"))
 
 
 def _print_event(kind: str, message: str, agent: str, problem: str) -> None:

@@ -413,6 +413,10 @@ def _notes(outcome: Outcome, table_rows: list[Row]) -> list[str]:
         lines.append(outcome.baseline_note)
     sol_notes = {outcome.sol.note(r.index) for r in table_rows if r.t_sol_ms is None and outcome.sol.note(r.index)}
     lines.extend(sorted(sol_notes))
+    reduced = {r.index: outcome.sol.reduced[r.index] for r in table_rows if r.index in outcome.sol.reduced}
+    if reduced:
+        lines.append("T_sol charges only the input elements that can reach an output (fraction of each input): "
+                     + "; ".join(f"{i}: {text}" for i, text in sorted(reduced.items())))
     lines.extend(sorted({f"  {r.index}: SOL score: {r.sol_note}" for r in table_rows if r.sol_note}))
     methods = sorted({r.timing_method for r in table_rows if r.timing_method})
     if methods:

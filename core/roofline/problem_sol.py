@@ -19,6 +19,8 @@ class SolModel:
     unavailable: str = ""  # why there is no T_sol for any workload
     enforce: bool = False  # datasheet peaks: a strict lower bound, so a time under it is rejected
     gpu: str = ""
+    # index -> inputs charged only in part, because some of their elements cannot reach an output (e.g. masked)
+    reduced: dict[int, str] = field(default_factory=dict)
 
     def note(self, index: int) -> str:
         return self.unavailable or self.notes.get(index, "")
@@ -58,6 +60,9 @@ def speed_of_light(problem: Problem, indices: list[int], device: str, gpu_name: 
             continue
         try:
             model.t_sol_ms[index] = t_sol(count, spec).t_sol_s * 1e3
+            partial = {name: f for name, f in count.relevant_fraction.items() if f < 1.0}
+            if partial:
+                model.reduced[index] = ", ".join(f"{name} {f:.2f}" for name, f in sorted(partial.items()))
         except ValueError as exc:
             model.notes[index] = f"T_sol unavailable: {exc}"
     return model

@@ -175,3 +175,15 @@ def test_no_grad_is_inert_in_the_probe_copy_only():
     assert module.run(x, 0.125).requires_grad
     with torch.no_grad():
         assert not (x * 2).requires_grad  # the real torch.no_grad is untouched
+
+
+def test_the_eval_model_says_which_inputs_were_charged_in_part():
+    from core.problem import load_problem
+    from core.roofline.problem_sol import speed_of_light
+
+    root = Path(__file__).resolve().parents[2] / "problems"
+    softmax = speed_of_light(load_problem(root / "attention" / "002_scaled_causal_softmax_gpt2"), [4], "cuda",
+                             "NVIDIA H200")
+    assert softmax.reduced[4].startswith("scores 0.5")
+    rmsnorm = speed_of_light(load_problem(root / "norm" / "001_rmsnorm_llama3_1_8b"), [0], "cuda", "NVIDIA H200")
+    assert rmsnorm.reduced == {} and 0 in rmsnorm.t_sol_ms

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.solution.tunables import Tunables, format_tunables
+
 REFERENCES = {
     "scaled_relu": ("x * w, then ReLU", '''import torch
 
@@ -41,7 +43,7 @@ def run(x, w, out):
                  "destination_passing_style": True},
         "sources": [{"path": "main.py", "content": main},
                     {"path": "tunables.json",
-                     "content": json.dumps({"space": {"CHUNK": [1, 8, 64, 512]}, "values": {"CHUNK": chunk}})}],
+                     "content": format_tunables(Tunables({"CHUNK": (1, 8, 64, 512)}, {"CHUNK": chunk}))}],
     }
 
 

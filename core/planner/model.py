@@ -18,11 +18,12 @@ if TYPE_CHECKING:  # duck-typed: any object with these attribute names will do
 # Problem statuses the planner sets (ProblemRow.status).
 WAITING = "waiting"          # open, no agent on it
 ACTIVE = "active"            # open, at least one agent on it
+DONE = "done"                # open, but no kind of agent in the run has anything left to try on it
 PAUSED = "paused"            # a person paused it
 PLATEAUED = "plateaued"      # plateau_attempts attempts without a plateau_min_gain best-SOL gain (never when pinned)
 OVER_BUDGET = "over budget"  # a per-problem budget is spent
 FAILED = "failed"            # failures_in_row reached max_consecutive_failures
-STATUSES = (WAITING, ACTIVE, PAUSED, PLATEAUED, OVER_BUDGET, FAILED)
+STATUSES = (WAITING, ACTIVE, DONE, PAUSED, PLATEAUED, OVER_BUDGET, FAILED)
 CLOSED_STATUSES = (PAUSED, OVER_BUDGET, FAILED, PLATEAUED)
 
 

@@ -33,6 +33,7 @@ from core.planner.model import (
     PAUSED,
     PLATEAUED,
     WAITING,
+    DONE,
     Assignment,
     Plan,
     PlannerInput,
@@ -352,16 +353,20 @@ def plan(inp: PlannerInput) -> Plan:
 
     # --- 6. statuses -------------------------------------------------------------------------------------
     changes: list[StatusChange] = []
+    kinds = sorted({a.kind for a in inp.agents})
     for p in inp.problems:
         pid = p.id
         st = closed.get(pid)
         if st is None:
             n_agents = counts[pid]
-            st = ACTIVE if n_agents else WAITING
+            has_work = any(k not in inp.eligible or pid in inp.eligible[k] for k in kinds)
+            st = ACTIVE if n_agents else WAITING if has_work or not kinds else DONE
             if st == p.status:
                 continue
             if st == ACTIVE:
                 reason = f"{_agents(n_agents)} assigned to {describe(pid)}"
+            elif st == DONE:
+                reason = f"no {' or '.join(kinds)} agent has anything left to try on {p.key}"
             else:
                 reason = f"no agent free for {describe(pid)}" if stop is None else f"no agent: {stop}"
             if p.status in CLOSED_STATUSES:

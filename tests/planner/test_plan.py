@@ -365,3 +365,17 @@ def test_invariants_on_random_inputs(seed):
     # applying the plan reaches a fixpoint: planning again changes nothing
     again = apply(inp, result)
     assert plan(again) == Plan((), (), None)
+
+
+def test_a_problem_no_agent_kind_can_work_on_is_done_and_reopens_when_it_can():
+    problems = [problem(1, key="a/tuned"), problem(2, key="b/open")]
+    agents = [agent(1, kind="tuner")]
+    inp = make_input(problems, agents, eligible={"tuner": frozenset({2})})
+    result = plan(inp)
+    statuses = {c.problem_id: c for c in result.status_changes}
+    assert statuses[1].status == "done" and "no tuner agent has anything left to try on a/tuned" in statuses[1].reason
+    assert statuses[2].status == "active"
+    again = make_input([replace(problems[0], status="done"), problems[1]], agents,
+                       eligible={"tuner": frozenset({1, 2})})
+    reopened = {c.problem_id: c.status for c in plan(again).status_changes}
+    assert reopened[1] in ("waiting", "active")

@@ -3,6 +3,8 @@ controls through :func:`core.store.submit_control`. Quitting the watcher never s
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import sqlite3
 import threading
 from collections import deque
@@ -24,10 +26,15 @@ from tui.diff.screen import DiffScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LOG_LINES, LogsScreen
 from tui.model import (Clock, Control, Delta, Poller, Snapshot, agent_for_problem, agent_toggle, bump,
-                       control_line, pause_toggle, pin_toggle)
+                       control_line, grid_rows, pause_toggle, pin_toggle)
+from tui.problems.footer import with_key_footer
 from tui.problems.screen import ProblemsScreen
 
 T = TypeVar("T")
+
+# The screens the app pushes, with a Footer that does not recompose on every bindings signal (see KeyFooter).
+Detail, Diff, Agents, Logs, Histogram = map(with_key_footer, (DetailScreen, DiffScreen, AgentsScreen, LogsScreen,
+                                                               HistogramScreen))
 
 # (title, help, action) for the command palette; actions run on the current screen, else on the app.
 PALETTE = (
@@ -66,7 +73,8 @@ class WatchApp(App):
     def __init__(self, run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None):
         super().__init__()
         self.run_dir = Path(run_dir)
-        self.reader = RunReader(self.run_dir)
+        self.reader = RunReader(self.run_dir)  # the poller's (its thread), under self.lock
+        self.ui_reader = RunReader(self.run_dir)  # the screens' own reads on the main thread: never wait on a poll
         self.lock = threading.Lock()
         self.poll_s = poll_s
         self.poller = Poller(self.reader, self.run_dir.resolve().name, clock, event_limit=LOG_LINES)
@@ -77,22 +85,41 @@ class WatchApp(App):
         self.sent: list[int] = []  # control ids this watcher wrote
         self.polls = 0
         self._polling = False
+        self.grid_view: tuple[int, str] = (0, "")  # the grid's (sort, filter): rows the poll thread prepares
+        self._grid: tuple[Snapshot, tuple[int, str], list] | None = None
+        self._outbox: queue.Queue[Control | None] = queue.Queue()  # controls for the sender thread, in order
+        self._sender: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------ reading
 
     def read(self, query: Callable[[Queries], T]) -> T:
-        """Run ``query`` on the store (serialized with the poller, which may be in its thread)."""
-        with self.lock:
-            return query(self.reader)
+        """Run ``query`` on the store from the main thread, on its own connection (a poll in progress in the
+        poller's thread does not hold it up: WAL readers do not wait on each other or on the writer)."""
+        return query(self.ui_reader)
+
+    def grid_rows(self, snapshot: Snapshot, sort: int, filter_text: str) -> list:
+        """The grid's rows for ``snapshot``: the ones the poll thread prepared when they fit, else computed."""
+        cached = self._grid
+        if cached is not None and cached[0] is snapshot and cached[1] == (sort, filter_text):
+            return cached[2]
+        rows = grid_rows(snapshot, sort, filter_text)
+        self._grid = (snapshot, (sort, filter_text), rows)
+        return rows
 
     def on_mount(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.push_screen(ProblemsScreen())
         if self.poll_s:
             self.set_interval(self.poll_s, self._tick)
 
     def on_unmount(self) -> None:
+        if self._sender is not None:  # controls already asked for are still sent: quitting loses none
+            self._outbox.put(None)
+            self._sender.join(timeout=15)
         with self.lock:
             self.reader.close()
+        self.ui_reader.close()
 
     def _tick(self) -> None:
         if self._polling:
@@ -103,11 +130,14 @@ class WatchApp(App):
     def _poll_in_thread(self) -> None:
         try:
             with self.lock:
-                result = self.poller.poll()
+                snapshot, delta = self.poller.poll()
         except sqlite3.Error as exc:
             self.call_from_thread(self._poll_failed, exc)
             return
-        self.call_from_thread(self.apply, *result)
+        # The grid's sorting, filtering and formatting happen here too: the main thread only updates widgets.
+        view = self.grid_view
+        prepared = (snapshot, view, grid_rows(snapshot, *view))
+        self.call_from_thread(self.apply, snapshot, delta, prepared)
 
     def _poll_failed(self, exc: Exception) -> None:
         self._polling = False
@@ -119,8 +149,10 @@ class WatchApp(App):
             snapshot, delta = self.poller.poll()
         self.apply(snapshot, delta)
 
-    def apply(self, snapshot: Snapshot, delta: Delta) -> None:
+    def apply(self, snapshot: Snapshot, delta: Delta, prepared: tuple | None = None) -> None:
         self._polling = False
+        if prepared is not None:
+            self._grid = prepared
         self.polls += 1
         self.snapshot = snapshot
         self.events.extend(delta.events)
@@ -134,18 +166,51 @@ class WatchApp(App):
 
     # ------------------------------------------------------------ controls
 
-    def send(self, control: Control) -> int | None:
+    def send(self, control: Control) -> None:
+        """Queue ``control`` for the sender thread, which writes it to the store (a write may wait on the
+        orchestrator's lock: never on the main thread) in order, then says "sent"; the poll says "applied"."""
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_in_thread, name="kf-watch-controls", daemon=True)
+            self._sender.start()
+        self._outbox.put(control)
+
+    def wait_controls(self, timeout: float = 10.0) -> bool:
+        """Block until every queued control is written (tests); False on timeout."""
+        q = self._outbox
+        with q.all_tasks_done:
+            return q.all_tasks_done.wait_for(lambda: not q.unfinished_tasks, timeout)
+
+    def _send_in_thread(self) -> None:
+        while True:
+            control = self._outbox.get()
+            try:
+                if control is None:
+                    return
+                try:
+                    control_id = submit_control(self.run_dir, control.command, control.target, control.value)
+                except (ControlError, sqlite3.Error) as exc:
+                    self._on_main(self.notify, f"control not sent: {exc}", severity="error")
+                    continue
+                self.sent.append(control_id)  # before any poll can see it applied
+                self._on_main(self._control_sent, control)
+            finally:
+                self._outbox.task_done()
+
+    def _on_main(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run ``fn`` on the main thread soon, without waiting for it (the main thread may be joining us)."""
+        loop = self._loop
+        if loop is None:
+            return
         try:
-            control_id = submit_control(self.run_dir, control.command, control.target, control.value)
-        except (ControlError, sqlite3.Error) as exc:
-            self.notify(f"control not sent: {exc}", severity="error")
-            return None
-        self.sent.append(control_id)
+            loop.call_soon_threadsafe(lambda: fn(*args, **kwargs))
+        except RuntimeError:  # the loop is closed: the watcher has quit
+            pass
+
+    def _control_sent(self, control: Control) -> None:
         value = "" if control.value is None else f" {control.value:+d}"
         state = self.snapshot.run.state if self.snapshot.run else "?"
         note = "" if state in ("starting", "running") else f" (the run is {state}: it applies when resumed)"
         self.notify(f"sent {control.command} {control.target}{value}{note}", timeout=3)
-        return control_id
 
     def _need(self, problem: ProblemRow | None) -> bool:
         if problem is None:
@@ -184,10 +249,10 @@ class WatchApp(App):
     # ------------------------------------------------------------ screens
 
     def open_detail(self, key: str) -> None:
-        self.push_screen(DetailScreen(key))
+        self.push_screen(Detail(key))
 
     def open_diff(self, key: str, attempt_ids: tuple[int, ...], start: int | None) -> None:
-        self.push_screen(DiffScreen(key, attempt_ids, start))
+        self.push_screen(Diff(key, attempt_ids, start))
 
     def _push_once(self, kind: type[Screen], make: Callable[[], Screen]) -> None:
         if isinstance(self.screen, kind):
@@ -196,13 +261,13 @@ class WatchApp(App):
             self.push_screen(make())
 
     def action_agents(self) -> None:
-        self._push_once(AgentsScreen, AgentsScreen)
+        self._push_once(AgentsScreen, Agents)
 
     def action_logs(self) -> None:
-        self._push_once(LogsScreen, LogsScreen)
+        self._push_once(LogsScreen, Logs)
 
     def action_histogram(self) -> None:
-        self._push_once(HistogramScreen, HistogramScreen)
+        self._push_once(HistogramScreen, Histogram)
 
     def action_help(self) -> None:
         self._push_once(HelpScreen, HelpScreen)

@@ -58,6 +58,7 @@ async def test_agent_key_pauses_then_resumes_the_problems_agent(make, run_dir):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await select(pilot, "cpu/row_rmsnorm")
         await pilot.press("a")
+        assert app.wait_controls()  # controls are written by the sender thread
         assert controls(run_dir) == [("pause_agent", "tuner-1", "")]
         # The orchestrator applies it: the agent is paused and leaves the problem.
         store = RunStore(run_dir)
@@ -216,3 +217,21 @@ async def test_command_palette_lists_the_keys(make):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title in ("Pause / resume problem", "Raise priority", "Pin / unpin problem", "Stop the run", "Filter"):
             assert title in titles
+
+
+async def test_grid_repaints_a_changed_row_and_keeps_the_cursor_on_its_problem(make, run_dir):
+    app = make()
+    async with app.run_test(size=(80, 24)) as pilot:
+        grid = app.screen.grid
+        await pilot.press("down")
+        assert grid.selected_key == "L1/conv1d"
+        line = lambda key: grid.render_line(grid._order.index(key) - int(grid.scroll_y) + 1).text  # noqa: E731
+        assert "9.50x" not in line("cpu/row_rmsnorm")
+        store = RunStore(run_dir)
+        store.update_problem(1, best_speedup=9.5)
+        store.close()
+        app.poll_now()
+        await pilot.pause()
+        assert "9.50x" in line("cpu/row_rmsnorm") and grid.selected_key == "L1/conv1d"
+        await pilot.press("s", "s", "s", "s")  # speedup, highest first: the order changes, the cursor follows
+        assert grid._order[0] == "cpu/row_rmsnorm" and grid.selected_key == "L1/conv1d"

@@ -1,10 +1,20 @@
-"""The problem grid: a DataTable whose rows are keyed by problem key and updated cell by cell."""
+"""The problem grid: a light line-API widget (not a DataTable) whose rows are keyed by problem key.
+
+Only the visible lines are ever rendered, one strip per line, from a cache keyed by the row's cells and style
+variant: a poll that changes a row re-renders that row alone (and only when it is on screen), where a DataTable
+drops its whole render cache on any cell update. The header line stays put; the key column is the fixed one."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.binding import Binding
-from textual.widgets import DataTable
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from tui.model import GRID_COLUMNS
 
@@ -13,79 +23,296 @@ NARROW = 110  # below this width the subset column is left out (the key holds it
 # column key -> width (None: sized from the content)
 _WIDTHS = {"key": None, "subset": 10, "priority": 3, "status": 9, "agents": 2, "attempts": 4, "speedup": 7,
            "sol": 13, "change": 4}
+_LABELS = dict(GRID_COLUMNS)
+_STRIPS_KEPT = 4000  # cached row strips (a row has at most a few variants: zebra parity, cursor)
+
+# row variants
+_EVEN, _ODD, _CURSOR = 0, 1, 2
 
 
-class ProblemGrid(DataTable):
-    BINDINGS = [Binding("enter", "select_cursor", "detail", show=True)]
+class ProblemGrid(ScrollView, can_focus=True):
+    BINDINGS = [
+        Binding("enter", "select_cursor", "detail", show=True),
+        Binding("up", "cursor_up", "up", show=False),
+        Binding("down", "cursor_down", "down", show=False),
+        Binding("pageup", "page_up", "page up", show=False),
+        Binding("pagedown", "page_down", "page down", show=False),
+        Binding("home", "first", "first", show=False),
+        Binding("end", "last", "last", show=False),
+    ]
+    COMPONENT_CLASSES = {"problem-grid--header", "problem-grid--fixed", "problem-grid--fixed-cursor",
+                         "problem-grid--even-row", "problem-grid--odd-row", "problem-grid--cursor"}
+    DEFAULT_CSS = """
+    ProblemGrid {
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .problem-grid--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .problem-grid--header { background-tint: $foreground 5%; }
+            & > .problem-grid--fixed-cursor {
+                color: $block-cursor-foreground;
+                background: $block-cursor-background;
+            }
+        }
+        &:dark { & > .problem-grid--even-row { background: $surface-darken-1 40%; } }
+        & > .problem-grid--header { text-style: bold; background: $panel; color: $foreground; }
+        &:ansi > .problem-grid--header { background: ansi_bright_blue; color: ansi_default; }
+        & > .problem-grid--fixed { background: $secondary-muted; color: $foreground; }
+        & > .problem-grid--odd-row { }
+        & > .problem-grid--even-row { background: $surface-lighten-1 50%; }
+        & > .problem-grid--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .problem-grid--fixed-cursor { background: $block-cursor-blurred-background; color: $foreground; }
+    }
+    """
+
+    class RowSelected(Message):
+        """Enter (or a click on the cursor row) on a problem."""
+
+        def __init__(self, grid: ProblemGrid, key: str):
+            super().__init__()
+            self.grid = grid
+            self.key = key
+
+        @property
+        def control(self) -> ProblemGrid:
+            return self.grid
 
     def __init__(self, **kwargs):
-        super().__init__(cursor_type="row", zebra_stripes=True, fixed_columns=1, **kwargs)
+        super().__init__(**kwargs)
         self._order: list[str] | None = None
+        self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
         self._narrow: bool | None = None
         self._columns: tuple[str, ...] = ()
+        self._key_width = 12
+        self.cursor_row = 0
+        self._strips: dict[tuple, Strip] = {}
+        self._styles: dict[str, Style] | None = None
+        self._layout: tuple[int, tuple[int, ...]] | None = None  # (widget width, column widths)
+        self._header: Strip | None = None
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order or ())
 
     @property
     def selected_key(self) -> str | None:
-        if not self.row_count:
+        if not self._order or not 0 <= self.cursor_row < len(self._order):
             return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
-            return None
+        return self._order[self.cursor_row]
 
     def _setup_columns(self, rows: list[tuple[str, tuple[str, ...]]]) -> None:
-        self.clear(columns=True)
         narrow = self._narrow
-        keys = [k for k, _ in GRID_COLUMNS if not (narrow and k == "subset")]
+        self._columns = tuple(k for k, _ in GRID_COLUMNS if not (narrow and k == "subset"))
         key_width = max([12, *(len(k) for k, _ in rows)])
-        key_width = min(key_width, 22 if narrow else 40)
-        for key, label in GRID_COLUMNS:
-            if key not in keys:
-                continue
-            width = _WIDTHS[key]
+        self._key_width = min(key_width, 22 if narrow else 40)
+        self._forget_render()
+
+    def _widths(self, width: int) -> tuple[int, ...]:
+        """Column widths (without the one-cell padding either side) for a widget ``width`` cells wide: the key
+        column gives way when the rest would not fit."""
+        if self._layout is not None and self._layout[0] == width:
+            return self._layout[1]
+        widths = []
+        for key in self._columns:
+            w = _WIDTHS[key]
             if key == "key":
-                width = key_width
-            elif key == "sol":
-                width = 13
-            elif key == "status" and not narrow:
-                width = 11
-            self.add_column(label, width=width, key=key)
-        self._columns = tuple(keys)
+                w = self._key_width
+            elif key == "status" and not self._narrow:
+                w = 11
+            widths.append(w)
+        over = sum(w + 2 for w in widths) - width
+        if over > 0 and widths:
+            widths[0] = max(8, widths[0] - over)
+        self._layout = (width, tuple(widths))
+        self._strips.clear()
+        self._header = None
+        return self._layout[1]
 
     def _project(self, cells: tuple[str, ...]) -> tuple[str, ...]:
         full = dict(zip((k for k, _ in GRID_COLUMNS), cells))
         return tuple(full[k] for k in self._columns)
 
     def show(self, rows: list[tuple[str, tuple[str, ...]]]) -> None:
-        """Show ``rows`` ((key, cells in GRID_COLUMNS order), in display order): only changed cells are updated;
-        a changed order or set of rows rebuilds the rows, keeping the cursor on the same problem."""
+        """Show ``rows`` ((key, cells in GRID_COLUMNS order), in display order). The same order: only the visible
+        rows whose cells changed are repainted. A changed order or set of rows repaints the view, keeping the
+        cursor on the same problem."""
         narrow = self.app.size.width < NARROW
-        with self.app.batch_update():
-            if narrow != self._narrow:
-                self._narrow = narrow
-                self._setup_columns(rows)
-                self._order = None
-            rows = [(k, self._project(c)) for k, c in rows]
-            order = [k for k, _ in rows]
-            if order != self._order:
-                selected = self.selected_key
-                cursor = self.cursor_row
-                self.clear()
-                for key, cells in rows:
-                    self.add_row(*map(Text, cells), key=key)  # Text: no markup parsing per render
-                self._order = order
-                self._cells = dict(rows)
-                if selected in self._cells:
-                    self.move_cursor(row=order.index(selected), animate=False, scroll=True)
-                elif rows:
-                    self.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
-                return
-            for key, cells in rows:
-                old = self._cells.get(key)
-                if old == cells:
-                    continue
-                for column, before, after in zip(self._columns, old, cells):
-                    if before != after:
-                        self.update_cell(key, column, Text(after))
-                self._cells[key] = cells
+        relayout = narrow != self._narrow
+        if relayout:
+            self._narrow = narrow
+            self._setup_columns(rows)
+        rows = [(k, self._project(c)) for k, c in rows]
+        order = [k for k, _ in rows]
+        if relayout or order != self._order:
+            selected = self.selected_key
+            self._order = order
+            self._index = {k: i for i, k in enumerate(order)}
+            self._cells = dict(rows)
+            self.virtual_size = Size(0, len(order) + 1)
+            if selected in self._index:
+                self.cursor_row = self._index[selected]
+            else:
+                self.cursor_row = max(0, min(self.cursor_row, len(order) - 1))
+            self._scroll_to_cursor()
+            self.refresh()
+            return
+        cells_now = self._cells
+        top = int(self.scroll_y)
+        bottom = top + max(0, self.scrollable_content_region.height - 1)
+        dirty: list[int] = []
+        for i, (key, cells) in enumerate(rows):
+            if cells_now[key] != cells:
+                cells_now[key] = cells
+                if top <= i < bottom:
+                    dirty.append(i - top + 1)
+        if dirty:
+            width = self.scrollable_content_region.width
+            lo, hi = min(dirty), max(dirty)
+            self.refresh(Region(0, lo, width, hi - lo + 1))  # one region: one repaint of those lines
+
+    # ------------------------------------------------------------ cursor
+
+    def move_cursor(self, row: int, scroll: bool = True) -> None:
+        if not self._order:
+            return
+        row = max(0, min(row, len(self._order) - 1))
+        old, self.cursor_row = self.cursor_row, row
+        if scroll:
+            self._scroll_to_cursor()
+        self._refresh_row(old)
+        self._refresh_row(row)
+
+    def _refresh_row(self, row: int) -> None:
+        line = row - int(self.scroll_y) + 1
+        if 1 <= line < self.scrollable_content_region.height:
+            self.refresh(Region(0, line, self.scrollable_content_region.width, 1))
+
+    def _scroll_to_cursor(self) -> None:
+        visible = self.scrollable_content_region.height - 1
+        if visible < 1:
+            if self.is_mounted:
+                self.call_after_refresh(self._scroll_to_cursor)
+            return
+        top = int(self.scroll_y)
+        row = self.cursor_row
+        if row < top:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= top + visible:
+            self.scroll_to(y=row - visible + 1, animate=False, immediate=True)
+
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height - 2)
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(self.cursor_row + 1)
+
+    def action_page_up(self) -> None:
+        self.move_cursor(self.cursor_row - self._page())
+
+    def action_page_down(self) -> None:
+        self.move_cursor(self.cursor_row + self._page())
+
+    def action_first(self) -> None:
+        self.move_cursor(0)
+
+    def action_last(self) -> None:
+        self.move_cursor(self.row_count - 1)
+
+    def action_select_cursor(self) -> None:
+        key = self.selected_key
+        if key is not None:
+            self.post_message(self.RowSelected(self, key))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1:
+            return
+        row = int(self.scroll_y) + event.y - 1
+        if row >= self.row_count:
+            return
+        if row == self.cursor_row:
+            self.action_select_cursor()
+        else:
+            self.move_cursor(row, scroll=False)
+
+    # ------------------------------------------------------------ rendering
+
+    def _forget_render(self) -> None:
+        self._strips.clear()
+        self._styles = None
+        self._layout = None
+        self._header = None
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._forget_render()
+        self.refresh()
+
+    def on_focus(self) -> None:
+        self._forget_render()
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._forget_render()
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self._layout = None
+        self._header = None
+        self._strips.clear()
+
+    def _style(self, name: str) -> Style:
+        if self._styles is None:
+            base = self.rich_style
+            self._styles = {"base": base}
+            for component in self.COMPONENT_CLASSES:
+                self._styles[component] = base + self.get_component_rich_style(component)
+        return self._styles[name]
+
+    def _line(self, texts: tuple[str, ...], widths: tuple[int, ...], fixed: Style, rest: Style, width: int) -> Strip:
+        first = " " + set_cell_size(texts[0], widths[0]) + " " if texts else ""
+        others = "".join(" " + set_cell_size(t, w) + " " for t, w in zip(texts[1:], widths[1:]))
+        segments = [Segment(first, fixed), Segment(others, rest)]
+        return Strip(segments, cell_len(first) + cell_len(others)).adjust_cell_length(width, rest)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        widths = self._widths(width)
+        if y == 0:
+            if self._header is None:
+                header = self._style("problem-grid--header")
+                self._header = self._line(tuple(_LABELS[k] for k in self._columns), widths, header, header, width)
+            return self._header
+        row = int(self.scroll_y) + y - 1
+        order = self._order or ()
+        if row >= len(order):
+            return Strip.blank(width, self._style("base"))
+        cells = self._cells[order[row]]
+        variant = _CURSOR if row == self.cursor_row else (_ODD if row % 2 else _EVEN)
+        cache_key = (cells, variant)
+        strip = self._strips.get(cache_key)
+        if strip is None:
+            if variant == _CURSOR:
+                fixed, rest = self._style("problem-grid--fixed-cursor"), self._style("problem-grid--cursor")
+            else:
+                rest = self._style("problem-grid--odd-row" if variant == _ODD else "problem-grid--even-row")
+                fixed = rest + self.get_component_rich_style("problem-grid--fixed")
+            strip = self._line(cells, widths, fixed, rest, width)
+            if len(self._strips) >= _STRIPS_KEPT:
+                self._strips.clear()
+            self._strips[cache_key] = strip
+        return strip

@@ -6,10 +6,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Input, Static
 
 from tui.fleet.header import FleetHeader
-from tui.model import SORTS, Delta, Snapshot, control_line, grid_rows
+from tui.model import SORTS, Delta, Snapshot, control_line
+from tui.problems.footer import KeyFooter
 from tui.problems.grid import ProblemGrid
 
 
@@ -38,13 +39,14 @@ class ProblemsScreen(Screen):
         self.sort = 0
         self.filter_text = ""
         self._bar = ""
+        self._stale = False
 
     def compose(self) -> ComposeResult:
         yield FleetHeader(id="header")
         yield Static(id="gridbar")
         yield Input(placeholder="filter on key or status (enter: keep, escape: clear)", id="filter")
         yield ProblemGrid(id="grid")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def grid(self) -> ProblemGrid:
@@ -57,9 +59,21 @@ class ProblemsScreen(Screen):
     def on_resize(self) -> None:
         self.show(self.app.snapshot, None)
 
+    def on_screen_resume(self) -> None:
+        if self._stale:
+            self.show(self.app.snapshot, None)
+
+    def _view_changed(self) -> None:
+        self.app.grid_view = (self.sort, self.filter_text)  # what the poll thread prepares rows for
+        self.show(self.app.snapshot, None)
+
     def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
+        if delta is not None and not self.is_current:
+            self._stale = True  # hidden under another screen: caught up when it comes back
+            return
+        self._stale = False
         self.query_one(FleetHeader).show(snapshot)
-        rows = grid_rows(snapshot, self.sort, self.filter_text)
+        rows = self.app.grid_rows(snapshot, self.sort, self.filter_text)
         self.grid.show(rows)
         parts = [f"sort: {SORTS[self.sort].name}"]
         if self.filter_text:
@@ -92,7 +106,7 @@ class ProblemsScreen(Screen):
 
     def action_sort(self) -> None:
         self.sort = (self.sort + 1) % len(SORTS)
-        self.show(self.app.snapshot, None)
+        self._view_changed()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -104,13 +118,13 @@ class ProblemsScreen(Screen):
         box.value = ""
         box.remove_class("shown")
         self.filter_text = ""
-        self.show(self.app.snapshot, None)
+        self._view_changed()
         self.grid.focus()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
-        self.show(self.app.snapshot, None)
+        self._view_changed()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -118,8 +132,8 @@ class ProblemsScreen(Screen):
             event.input.remove_class("shown")
         self.grid.focus()
 
-    @on(DataTable.RowSelected, "#grid")
-    def _open(self, event: DataTable.RowSelected) -> None:
-        problem = self.app.snapshot.problem(event.row_key.value)
+    @on(ProblemGrid.RowSelected, "#grid")
+    def _open(self, event: ProblemGrid.RowSelected) -> None:
+        problem = self.app.snapshot.problem(event.key)
         if problem is not None:
             self.app.open_detail(problem.key)

@@ -3,7 +3,7 @@
     KERNELFLEET_LLM_SERVER=http://127.0.0.1:8000/v1 KERNELFLEET_LLM_MODEL=<model> \\
         python -m pytest -m llm_server tests/llm
 
-The key, if the server needs one, is read from the variable named by KERNELFLEET_LLM_KEY_ENV (default
+KERNELFLEET_LLM_CONTEXT sets the model's context window in tokens (default 32768). The key, if the server needs one, is read from the variable named by KERNELFLEET_LLM_KEY_ENV (default
 OPENAI_API_KEY). Passes once the agent has either recorded an attempt or logged a classified failure.
 """
 
@@ -25,7 +25,8 @@ def test_a_real_server_drives_an_agent_to_an_attempt(tmp_path):
     url = os.environ["KERNELFLEET_LLM_SERVER"]
     llm = {"model": os.environ.get("KERNELFLEET_LLM_MODEL", ""), "timeout_s": 300.0, "max_tokens": 2048,
            "api_key_env": os.environ.get("KERNELFLEET_LLM_KEY_ENV", "OPENAI_API_KEY"),
-           "price_input_per_mtok": 0.0, "price_output_per_mtok": 0.0}
+           "price_input_per_mtok": 0.0, "price_output_per_mtok": 0.0,
+           "context_tokens": int(os.environ.get("KERNELFLEET_LLM_CONTEXT", 32768))}
 
     def progressed(store) -> bool:
         return bool(agent_attempts(store)) or any(m.startswith(CLASSIFIED) or m.startswith("llm unavailable")

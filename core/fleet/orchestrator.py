@@ -351,6 +351,8 @@ class Fleet:
                                                                   int(totals["tokens"]), float(totals["dollars"]))))
         with self.store.transaction():  # one commit for the whole tick's decisions
             for change in result.status_changes:
+                if change.status == "done" and change.problem_id not in self.ready:
+                    continue  # not measured and seeded yet: no agent could be eligible, but it is not done
                 self.store.update_problem(change.problem_id, status=change.status)
                 self.event("decision", f"{change.status}: {change.reason}", problem_id=change.problem_id)
             for move in result.assignments:

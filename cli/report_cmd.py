@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from core.report.metrics import FleetSummary, RunReport, build_report, report_to_dict
+from core.report.metrics import FleetSummary, RunReport, build_report, comparison_rows, report_to_dict
 from core.store import RunReader
 
 
@@ -93,17 +93,7 @@ def problem_table(report: RunReport) -> Table:
 
 
 def summary_lines(before: FleetSummary, after: FleetSummary) -> list[str]:
-    def share(s: FleetSummary) -> str:
-        return f"{s.beating_baseline}/{s.problems} ({s.share_beating * 100:.0f}%)"
-
-    rows = [
-        ("problems with a result", f"{before.with_result}/{before.problems}", f"{after.with_result}/{after.problems}"),
-        ("geomean speedup", fmt_x(before.geomean_speedup), fmt_x(after.geomean_speedup)),
-        ("beating the baseline", share(before), share(after)),
-        ("above 2x", str(before.above_2x), str(after.above_2x)),
-        ("median SOL", fmt_sol(before.median_sol), fmt_sol(after.median_sol)),
-        ("mean SOL", fmt_sol(before.mean_sol), fmt_sol(after.mean_sol)),
-    ]
+    rows = comparison_rows(before, after, fmt_x, fmt_sol)
     width = max(len(name) for name, _, _ in rows)
     lines = ["Fleet, seed → best:"]
     lines += [f"  {name:<{width}}  {_arrow(a, b)}" for name, a, b in rows]

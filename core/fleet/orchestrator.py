@@ -338,7 +338,7 @@ class Fleet:
 
     def _plan_once(self) -> None:
         now = time.time()
-        problems = tuple(self.store.problems(with_workloads=False))
+        problems = tuple(self.store.problems())
         agents = tuple(self.store.agents())
         activity = {}
         for pid, history in self.activity.items():

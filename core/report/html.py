@@ -8,7 +8,7 @@ import html
 import math
 from typing import Sequence
 
-from core.report.metrics import FleetSummary, ProblemSummary, RunReport, build_report
+from core.report.metrics import FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows
 from core.store.model import MetricRow
 from core.store.queries import Queries
 
@@ -44,17 +44,7 @@ def _f(value: float | None) -> str:
 
 
 def _summary_table(before: FleetSummary, after: FleetSummary) -> str:
-    def share(s: FleetSummary) -> str:
-        return f"{s.beating_baseline}/{s.problems} ({s.share_beating * 100:.0f}%)"
-
-    rows = [
-        ("problems with a result", f"{before.with_result}/{before.problems}", f"{after.with_result}/{after.problems}"),
-        ("geomean speedup", _x(before.geomean_speedup), _x(after.geomean_speedup)),
-        ("beating the baseline (> 1×)", share(before), share(after)),
-        ("above 2×", str(before.above_2x), str(after.above_2x)),
-        ("median SOL", _f(before.median_sol), _f(after.median_sol)),
-        ("mean SOL", _f(before.mean_sol), _f(after.mean_sol)),
-    ]
+    rows = comparison_rows(before, after, _x, _f)
     body = "".join(f"<tr><td class=\"l\">{_e(a)}</td><td>{_e(b)}</td><td>{_e(c)}</td></tr>" for a, b, c in rows)
     totals = (f"{after.attempts} attempts · {after.tokens} tokens · ${after.dollars:.2f} · "
               f"{after.gpu_seconds:.1f} GPU seconds")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from core.store.model import MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
@@ -134,3 +134,19 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def comparison_rows(before: FleetSummary, after: FleetSummary, speedup: Callable[[float | None], str],
+                    sol: Callable[[float | None], str]) -> list[tuple[str, str, str]]:
+    """The seed experiment's fleet metrics as (name, before, after), numbers formatted by the caller's functions."""
+    def share(s: FleetSummary) -> str:
+        return f"{s.beating_baseline}/{s.problems} ({s.share_beating * 100:.0f}%)"
+
+    return [
+        ("problems with a result", f"{before.with_result}/{before.problems}", f"{after.with_result}/{after.problems}"),
+        ("geomean speedup", speedup(before.geomean_speedup), speedup(after.geomean_speedup)),
+        ("beating the baseline", share(before), share(after)),
+        ("above 2x", str(before.above_2x), str(after.above_2x)),
+        ("median SOL", sol(before.median_sol), sol(after.median_sol)),
+        ("mean SOL", sol(before.mean_sol), sol(after.mean_sol)),
+    ]

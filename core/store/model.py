@@ -150,8 +150,8 @@ def run_from_row(r) -> RunInfo:
                    r["device"], tuple(_loads(r["gpus_json"], [])), r["gpu_name"], r["state"], r["ended_at"])
 
 
-def problem_from_row(r, with_workloads: bool = True) -> ProblemRow:
-    workloads = tuple(WorkloadInfo(**w) for w in _loads(r["workloads_json"], [])) if with_workloads else ()
+def problem_from_row(r) -> ProblemRow:
+    workloads = tuple(WorkloadInfo(**w) for w in _loads(r["workloads_json"], []))
     return ProblemRow(r["id"], r["key"], r["name"], r["subset"], r["path"], r["op"], r["priority"], bool(r["paused"]),
                       bool(r["pinned"]), r["status"], r["best_attempt_id"], r["best_speedup"], r["best_sol"],
                       r["seed_attempt_id"], r["seed_speedup"], r["seed_sol"], r["attempts"], r["failures_in_row"],

@@ -14,9 +14,8 @@ class Queries:
         row = self.conn.execute("SELECT * FROM run WHERE id = 1").fetchone()
         return model.run_from_row(row) if row else None
 
-    def problems(self, *, with_workloads: bool = True) -> list[model.ProblemRow]:
-        """Every problem; ``with_workloads=False`` leaves ``workloads`` empty (the planner's tick needs none)."""
-        return [model.problem_from_row(r, with_workloads) for r in self.conn.execute("SELECT * FROM problems ORDER BY id")]
+    def problems(self) -> list[model.ProblemRow]:
+        return [model.problem_from_row(r) for r in self.conn.execute("SELECT * FROM problems ORDER BY id")]
 
     def problem(self, problem_id: int) -> model.ProblemRow | None:
         row = self.conn.execute("SELECT * FROM problems WHERE id = ?", (problem_id,)).fetchone()

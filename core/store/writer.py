@@ -48,7 +48,7 @@ class RunStore(Queries):
         self._dirty_problems: set[int] = set()
         self._dirty_agents: set[int] = set()
 
-    def problems(self, *, with_workloads: bool = True) -> list[model.ProblemRow]:
+    def problems(self) -> list[model.ProblemRow]:
         if self._problems is None:
             self._problems = {r.id: r for r in super().problems()}
             self._dirty_problems.clear()

@@ -62,7 +62,7 @@ async def overhead(results: dict) -> None:
     solution = rmsnorm_solution(problem)
     policy = TimingPolicy()
     workloads = (0, 1, 2) if DEVICE == "cuda" else (0,)
-    warm = []
+    warm, phases = [], []
     async with EvaluationPool(DEVICE) as pool:
         await pool.wait_ready(include_spares=True)
         await evaluate_solution(pool, problem, solution, workloads=workloads, timing=policy)  # builds, warms caches
@@ -71,6 +71,11 @@ async def overhead(results: dict) -> None:
             verdict = await evaluate_solution(pool, problem, solution, workloads=workloads, timing=policy)
             warm.append(time.monotonic() - began - gpu_seconds(verdict, policy))
             assert verdict.status.value == "PASSED", verdict.reason
+            totals: dict[str, float] = {"calls timed": sum(w.timing.calls for w in verdict.workloads)}
+            for w in verdict.workloads:
+                for name, seconds in w.phase_s.items():
+                    totals[name] = totals.get(name, 0.0) + seconds
+            phases.append(totals)
     fresh = []
     for _ in range(3):
         began = time.monotonic()
@@ -78,7 +83,8 @@ async def overhead(results: dict) -> None:
             verdict = await evaluate_solution(pool, problem, solution, workloads=workloads, timing=policy)
         fresh.append(time.monotonic() - began - gpu_seconds(verdict, policy))
     results["overhead"] = {"warm_p50_s": statistics.median(warm), "fresh_p50_s": statistics.median(fresh),
-                           "ratio": statistics.median(fresh) / statistics.median(warm), "warm": warm, "fresh": fresh}
+                           "ratio": statistics.median(fresh) / statistics.median(warm), "warm": warm, "fresh": fresh,
+                           "warm_phases_p50_s": {k: statistics.median(p[k] for p in phases) for k in phases[0]}}
 
 
 async def spread(results: dict) -> None:
@@ -145,6 +151,8 @@ def main() -> int:
     print(f"| overhead p50, warm pool | {o['warm_p50_s']:.3f} s |")
     print(f"| overhead p50, fresh process per job | {o['fresh_p50_s']:.3f} s |")
     print(f"| fresh / warm | {o['ratio']:.1f}x |")
+    print("| warm job, where the time went (s, summed over workloads) | "
+          + ", ".join(f"{k} {v:.3f}" for k, v in o["warm_phases_p50_s"].items()) + " |")
     print(f"| spread over 10 workers (max/min of medians), workload {s['workload']} | {s['max_over_min']:.4f} "
           f"({min(s['medians_ms']) * 1e3:.1f}-{max(s['medians_ms']) * 1e3:.1f} us) |")
     for row in results["agreement"]:

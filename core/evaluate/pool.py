@@ -395,6 +395,8 @@ class EvaluationPool:
 
     async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
                                  exchange: Path, common: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
+        phases: dict[str, float] = {}
+        began = time.monotonic()
         try:
             ref = await slot.judge.request({"op": "reference", **common, "workload": index, "seeds": seeds},
                                            self.workload_timeout_s)
@@ -406,7 +408,9 @@ class EvaluationPool:
                 slot.replace_judge()
             return WorkloadVerdict(index, Status.INVALID_REFERENCE, str(ref.get("reason", ""))), False
 
+        phases["reference"] = time.monotonic() - began
         timing = asdict(job.timing) if job.timing is not None else None
+        began = time.monotonic()
         try:
             ran = await slot.candidate.request(
                 {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange), "timing": timing,
@@ -420,7 +424,8 @@ class EvaluationPool:
             if fatal or ran.get("status") == "REWARD_HACK":
                 slot.replace_candidate()
             return WorkloadVerdict(index, _status(ran.get("status")), str(ran.get("reason", ""))), fatal
-
+        phases["run"] = time.monotonic() - began
+        began = time.monotonic()
         try:
             checked = await slot.judge.request(
                 {"op": "check", **common, "workload": index, "files": ran.get("files", {}),
@@ -431,6 +436,12 @@ class EvaluationPool:
         finally:
             for leftover in exchange.iterdir():  # outputs can be gigabytes: keep one workload's on disk at a time
                 leftover.unlink(missing_ok=True)
+        phases["check"] = time.monotonic() - began
+        for request, reply in (("run", ran), ("check", checked)):
+            reported = reply.get("phase_s")
+            if isinstance(reported, dict):
+                phases.update({f"{request}.{k}": float(v) for k, v in reported.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)})
         errors = ErrorStats(**checked["errors"]) if isinstance(checked.get("errors"), dict) else ErrorStats()
         timing_result = _timing(ran.get("timing"))
         status = _status(checked.get("status"))
@@ -440,7 +451,7 @@ class EvaluationPool:
             status = Status.REWARD_HACK
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
-        return WorkloadVerdict(index, status, reason, errors, timing_result), False
+        return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
 
 
 def _physical_gpu(index: int) -> str:

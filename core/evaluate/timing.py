@@ -26,11 +26,28 @@ class TimingPolicy:
     max_calls: int = 1000
     target_seconds: float = 0.1  # of measured time per workload; short kernels get more calls
     device_check_calls: int = 10
-    flush_bytes: int | None = None  # None: at least twice the device's L2 (256 MiB floor)
+    flush_bytes: int | None = None  # None: twice the device's L2
+    # Calls stop early once the median is known this well: its standard error, estimated from the interquartile
+    # range, under this fraction of the median after at least stable_min_calls calls.
+    stable_error: float = 0.002
+    stable_min_calls: int = 100
+
+
+# Timed calls run in batches; after each batch the median's stability is checked.
+BATCH_CALLS = 100
 
 
 # A device-wide synchronisation of an idle GPU returns in a few microseconds.
 UNSEEN_WORK_S = 30e-6
+
+
+def median_is_stable(times: list[float], policy: TimingPolicy) -> bool:
+    """Whether the median's standard error (about 0.93 x IQR / sqrt(n) for a roughly normal sample) is under
+    ``policy.stable_error`` of it."""
+    if len(times) < max(policy.stable_min_calls, 4):
+        return False
+    median, spread = quantiles(times)
+    return median > 0 and 0.93 * spread / len(times) ** 0.5 <= policy.stable_error
 
 
 def quantiles(times: list[float]) -> tuple[float, float]:
@@ -46,8 +63,8 @@ class L2Flush:
     """Writes a buffer at least twice the L2's size, so no call finds the previous call's data in cache."""
 
     def __init__(self, device: torch.device, nbytes: int | None = None):
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
-        self.buffer = torch.empty(max(nbytes or 0, 2 * l2, 256 << 20), dtype=torch.int8, device=device)
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20
+        self.buffer = torch.empty(max(nbytes or 0, 2 * l2), dtype=torch.int8, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
@@ -96,18 +113,24 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     end.record()
     torch.cuda.synchronize(device)
     estimate_s = max(start.elapsed_time(end) / 1e3, 1e-6)
-    calls = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
+    planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-    for i in range(calls):
-        prepare(i)
-        flush()
-        starts[i].record()
-        call(i)
-        ends[i].record()
-    torch.cuda.synchronize(device)
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    batch = min(BATCH_CALLS, planned)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(max(batch, policy.device_check_calls))]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(len(starts))]
+    times: list[float] = []
+    while len(times) < planned and not median_is_stable(times, policy):
+        first = len(times)
+        count = min(batch, planned - first)
+        for j in range(count):
+            prepare(first + j)
+            flush()
+            starts[j].record()
+            call(first + j)
+            ends[j].record()
+        torch.cuda.synchronize(device)
+        times += [starts[j].elapsed_time(ends[j]) for j in range(count)]
+    calls = len(times)
     median, spread = quantiles(times)
 
     # The device-wide check: once the current stream has finished a call, a device-wide synchronisation should
@@ -144,12 +167,12 @@ def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],
     began = time.perf_counter()
     call(0)
     estimate_s = max(time.perf_counter() - began, 1e-6)
-    calls = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
-    times = []
-    for i in range(calls):
-        prepare(i)
+    planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
+    times: list[float] = []
+    while len(times) < planned and not (len(times) % BATCH_CALLS == 0 and median_is_stable(times, policy)):
+        prepare(len(times))
         began = time.perf_counter()
-        call(i)
+        call(len(times))
         times.append((time.perf_counter() - began) * 1e3)
     median, spread = quantiles(times)
-    return Timing(median, spread, calls, "wall clock per call (cpu)")
+    return Timing(median, spread, len(times), "wall clock per call (cpu)")

@@ -45,6 +45,9 @@ class WorkloadVerdict:
     reason: str = ""
     errors: ErrorStats = field(default_factory=ErrorStats)
     timing: Timing | None = None
+    # Where the evaluation's wall time went, in seconds: the requests as the pool saw them ("reference", "run",
+    # "check") and the workers' own accounts of their parts ("run.timing", "check.load", ...). For tuning, not trust.
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

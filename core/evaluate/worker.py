@@ -189,21 +189,27 @@ class CandidateHarness:
         seeds: list[int] = request["seeds"]
         self.mutable_inputs = frozenset(request.get("mutable_inputs", ()))
         input_sets, files = [], {}
+        phases = {"rounds": 0.0, "save": 0.0}
         for seed in seeds:
+            began = time.perf_counter()
             inputs = make_inputs(self.problem, workload, self.device, seed)
             outputs = self._allocate_outputs(workload) if self.dps else None
             failure, produced = self._call_checked(inputs, outputs)
+            phases["rounds"] += time.perf_counter() - began
             if failure:
                 return failure
+            began = time.perf_counter()
             try:
                 files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
             except (OSError, RuntimeError) as exc:
                 size = sum(v.nbytes for v in produced.values() if isinstance(v, torch.Tensor))
                 return {"status": "RUNTIME_ERROR", "reason": f"could not hand {size / 2**30:.1f} GiB of outputs to "
                         f"the judge (exchange disk full or over the file size limit): {_exception_line(exc)}"}
+            phases["save"] += time.perf_counter() - began
             input_sets.append(inputs)
-        reply: dict[str, Any] = {"status": "ok", "files": files, "spot": []}
+        reply: dict[str, Any] = {"status": "ok", "files": files, "spot": [], "phase_s": phases}
         if request.get("timing") is not None:
+            began = time.perf_counter()
             try:
                 timing, spot = self._time(workload, input_sets, seeds, request["timing"], exchange)
             except WorkerFatal:
@@ -218,6 +224,7 @@ class CandidateHarness:
             pinned = self._check_persisting_l2()
             if pinned:
                 return pinned
+            phases["timing"] = time.perf_counter() - began
             reply.update(timing=timing, spot=spot)
         return reply
 
@@ -467,14 +474,17 @@ class Judge:
         all_stats = []
         checks = [(int(s), path, False) for s, path in request["files"].items()]
         checks += [(int(s), path, True) for s, path in request.get("spot", [])]
+        load_s = 0.0
         for seed, path, timed in checks:
             expected = self.expected.get((workload.index, seed))
             if expected is None:
                 return {"status": "RUNTIME_ERROR", "reason": f"no reference for seed {seed}"}
+            began = time.perf_counter()
             try:
                 produced = self.torch.load(path, map_location=self.device, weights_only=True)
             except Exception as exc:  # noqa: BLE001 - a hostile or truncated file is a failed attempt
                 return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {_exception_line(exc)}"}
+            load_s += time.perf_counter() - began
             if not isinstance(produced, dict):
                 return {"status": "RUNTIME_ERROR", "reason": "outputs file is not a mapping"}
             for name, ref in expected.items():
@@ -487,7 +497,7 @@ class Judge:
                                 "errors": _stats(worst(all_stats))}
                     return {"status": comparison.status.value, "reason": comparison.reason,
                             "errors": _stats(worst(all_stats))}
-        return {"status": "PASSED", "errors": _stats(worst(all_stats))}
+        return {"status": "PASSED", "errors": _stats(worst(all_stats)), "phase_s": {"load": load_s}}
 
 
 def _stats(stats) -> dict[str, Any]:

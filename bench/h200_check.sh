@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet|llm [problem paths...]
+# Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
+# its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
 # through $KERNELFLEET_SOL_EXECBENCH.
 set -uo pipefail
@@ -39,5 +41,12 @@ case $part in
     tail -5 "$OUT/fleet.log"
     python3 -m cli.main report "$RUN" --html "$OUT/report.html" | tee "$OUT/report.txt"
     cp "$RUN/run.sqlite" "$OUT/" ;;
+  llm)
+    # The fleet with the scripted OpenAI-compatible server standing in for the model (issue 5). Needs .whl too.
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD
+    timeout "${LIMIT:-480}" python3 bench/scripted_llm_gpu.py --out "$OUT/scripted" --timeout "$(( ${LIMIT:-480} - 60 ))" \
+      > "$OUT/scripted.txt" 2>&1
+    tail -30 "$OUT/scripted.txt" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -1,28 +1,47 @@
-"""Which GPUs a run may use: from the config, else detected with nvidia-ml-py, else nvidia-smi."""
+"""Which GPUs a run may use: from the config, else detected with nvidia-ml-py, else nvidia-smi; within a
+CUDA_VISIBLE_DEVICES the user set, as CUDA numbers them there."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 
 def detect_gpus() -> list[int]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        # The run's indices are those CUDA shows under this setting (the pool translates them back).
+        return list(range(len(_visible_entries(visible, _count_gpus()))))
+    return list(range(_count_gpus()))
+
+
+def _visible_entries(visible: str, physical: int) -> list[str]:
+    """CUDA_VISIBLE_DEVICES' entries up to the first one CUDA would reject (it stops there too)."""
+    entries = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if not entry or (entry.isdigit() and int(entry) >= physical):
+            break
+        entries.append(entry)
+    return entries
+
+
+def _count_gpus() -> int:
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            return list(range(pynvml.nvmlDeviceGetCount()))
+            return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - not installed, or no driver: try nvidia-smi
         pass
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return []
+        return 0
     try:
         done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return list(range(sum(1 for line in done.stdout.splitlines() if line.startswith("GPU ")))) \
-        if done.returncode == 0 else []
+        return 0
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU ")) if done.returncode == 0 else 0

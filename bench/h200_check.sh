@@ -12,6 +12,8 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 part=$1; shift
 case $part in
   tests)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl  # optuna, textual...
+    export PYTHONPATH=/tmp/site:$PWD
     timeout "${LIMIT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/evaluate tests/cli tests/solution \
       tests/problem tests/roofline 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
   refs)
@@ -23,7 +25,7 @@ case $part in
     p=problems/norm/001_rmsnorm_llama3_1_8b
     timeout 120 python3 -m cli.main eval $p --solution $p/solutions/seed_cuda.json 2>&1 | tee "$OUT/readme-eval.txt" ;;
   evalbench)
-    timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" 2>&1 | tail -30 ;;
+    timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" "$@" 2>&1 | tail -30 ;;
   seeds)
     timeout "${LIMIT:-400}" python3 bench/seed_report.py "$@" --quick --rounds 2 --out "$OUT/seeds.jsonl" 2>&1 | tail -30 ;;
   fleet)

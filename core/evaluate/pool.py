@@ -361,7 +361,7 @@ class EvaluationPool:
         indices = job.workloads if job.workloads is not None else tuple(range(len(job.problem.workloads)))
         base_seed = secrets.randbits(31)
         seeds = [base_seed + i for i in range(job.rounds)]
-        exchange = Path(tempfile.mkdtemp(prefix="exchange-", dir=self._root))
+        exchange = Path(tempfile.mkdtemp(prefix="kernelfleet-exchange-", dir=self._exchange_parent(job, indices)))
         common = {"problem_dir": str(Path(job.problem.path).resolve()), "blob_roots": list(job.blob_roots)}
 
         def finish(workloads: list[WorkloadVerdict]) -> Verdict:
@@ -392,6 +392,21 @@ class EvaluationPool:
             if process_fault:
                 break
         return finish(results)
+
+    def _exchange_parent(self, job: EvalJob, indices: Sequence[int]) -> Path:
+        """Outputs reach the judge as files: in memory (/dev/shm) when one workload's files fit there easily (they
+        are deleted after each workload), else on disk in the pool's folder."""
+        from core.roofline.counting import analytic_io_bytes
+
+        if not SHARED_MEMORY.is_dir():
+            return self._root
+        try:
+            largest = max((analytic_io_bytes(job.problem, job.problem.workloads[i])[1] for i in indices), default=0)
+            free = shutil.disk_usage(SHARED_MEMORY).free
+        except (OSError, KeyError, ValueError):
+            return self._root
+        files = 2 * job.rounds + 1  # a file per round, and one per timing buffer (at most rounds + 1)
+        return SHARED_MEMORY if largest * files <= min(SHARED_MEMORY_MAX_BYTES, free // 4) else self._root
 
     async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
                                  exchange: Path, common: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
@@ -452,6 +467,10 @@ class EvaluationPool:
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
         return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
+
+
+SHARED_MEMORY = Path("/dev/shm")
+SHARED_MEMORY_MAX_BYTES = 1 << 30  # per workload
 
 
 def _physical_gpu(index: int) -> str:

@@ -29,7 +29,7 @@ class TimingPolicy:
     flush_bytes: int | None = None  # None: twice the device's L2
     # Calls stop early once the median is known this well: its standard error, estimated from the interquartile
     # range, under this fraction of the median after at least stable_min_calls calls.
-    stable_error: float = 0.002
+    stable_error: float = 0.005
     stable_min_calls: int = 100
 
 

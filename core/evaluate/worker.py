@@ -124,6 +124,17 @@ class _Watch:
 
 
 def _child_pids() -> set[int]:
+    try:  # the kernel's own list of each thread's children: no scan of every process on the machine
+        children = set()
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as listed:
+                children.update(int(pid) for pid in listed.read().split())
+        return children
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN
+        return _child_pids_by_scan()
+
+
+def _child_pids_by_scan() -> set[int]:
     me, children = os.getpid(), set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

@@ -81,6 +81,7 @@ class Fleet:
         self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
         self.prepared_all = False
+        self._tracing = anyio.Lock()  # torch's dispatch-mode stack (the flop counter) is not per thread
         self.attempts_done = 0  # evaluated by this process
         self.finished = False
         self.stop_reason = ""
@@ -194,17 +195,26 @@ class Fleet:
         return state
 
     async def _prepare_all(self) -> None:
-        for problem_id, problem in self.problems.items():
-            try:
-                await self._prepare(problem_id, problem)
-            except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
-                # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
-                self.store.update_problem(problem_id, status="failed",
-                                          failures_in_row=self.config.planner.max_consecutive_failures)
-                self.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
-                           problem_id=problem_id)
-                continue
-            self.ready.add(problem_id)
+        # One problem in preparation per GPU: a baseline's torch.compile keeps one judge busy for many seconds, and
+        # the other GPUs' judges can measure other problems meanwhile.
+        limiter = anyio.CapacityLimiter(max(1, len(self.gpus)))
+
+        async def prepare_one(problem_id: int, problem: Problem) -> None:
+            async with limiter:
+                try:
+                    await self._prepare(problem_id, problem)
+                except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
+                    # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
+                    self.store.update_problem(problem_id, status="failed",
+                                              failures_in_row=self.config.planner.max_consecutive_failures)
+                    self.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
+                               problem_id=problem_id)
+                    return
+                self.ready.add(problem_id)
+
+        async with anyio.create_task_group() as tg:
+            for problem_id, problem in self.problems.items():
+                tg.start_soon(prepare_one, problem_id, problem)
         self.prepared_all = True
 
     async def _prepare(self, problem_id: int, problem: Problem) -> None:
@@ -213,7 +223,8 @@ class Fleet:
         if not row.workloads and runnable:
             from core.roofline.problem_sol import speed_of_light
 
-            sol = await anyio.to_thread.run_sync(speed_of_light, problem, runnable, self.device, self.gpu_name)
+            async with self._tracing:
+                sol = await anyio.to_thread.run_sync(speed_of_light, problem, runnable, self.device, self.gpu_name)
             compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
             baselines = await self.pool.baseline(problem, runnable, timing=self.timing, compile_timeout_s=compile_s,
                                                  blob_roots=self.blob_roots)

@@ -11,6 +11,7 @@ from tui.diff.screen import DiffScreen
 from tui.agents.screen import AgentsScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LogsScreen
+from tui.logs.view import LogView
 from tui.problems.screen import ProblemsScreen
 from tui_store import controls
 
@@ -175,7 +176,7 @@ async def test_polling_reads_only_what_is_new(make, run_dir):
     app = make()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("l")
-        log = app.screen.query_one("RichLog")
+        log = app.screen.query_one(LogView)
         lines = len(log.lines)
         cursor = app.poller.attempt_cursor
         store = RunStore(run_dir)
@@ -190,7 +191,7 @@ async def test_polling_reads_only_what_is_new(make, run_dir):
         app.poll_now()
         await pilot.pause()
         assert app.snapshot.totals.attempts == 37 and not app.poller.pending_attempts
-        assert len(log.lines) == lines + 1 and "hello from the test" in log.lines[-1].text
+        assert len(log.lines) == lines + 1 and "hello from the test" in log.lines[-1]
         await pilot.press("escape")
         grid = app.screen.grid
         assert grid._cells["cpu/row_rmsnorm"][5] == "9.50x"

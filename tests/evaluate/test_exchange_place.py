@@ -1,0 +1,29 @@
+"""Where a job's outputs are handed to the judge: in memory when one workload's files fit easily, else on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.evaluate import pool as pool_module
+from core.evaluate.pool import EvalJob, EvaluationPool
+from core.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[2]
+RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_small_outputs_go_through_memory_and_large_ones_through_disk(monkeypatch):
+    problem = load_problem(RMSNORM)
+    job = EvalJob(problem=problem, solution=None, solution_dir="", rounds=5)
+    pool = EvaluationPool("cpu", spare=False)
+    try:
+        assert pool._exchange_parent(job, (0,)) == Path("/dev/shm")
+        # The largest workload (32768 x 4096 bf16 = 256 MiB, 11 files) is over a 1 GiB allowance.
+        assert pool._exchange_parent(job, (0, len(problem.workloads) - 1)) == pool._root
+        monkeypatch.setattr(pool_module, "SHARED_MEMORY", Path("/nonexistent-shm"))
+        assert pool._exchange_parent(job, (0,)) == pool._root
+    finally:
+        pool.close()

@@ -89,7 +89,7 @@ class _Watch:
     def __init__(self) -> None:
         import torch
 
-        from core.evaluate import timing
+        from core.evaluate import exchange, timing
         from core.problem import inputs
 
         self.items: dict[str, tuple[Any, Any, Any]] = {}
@@ -98,7 +98,7 @@ class _Watch:
             ("torch.cuda.Event", torch.cuda, "Event"),
             ("torch.cuda.Event.record", torch.cuda.Event, "record"),
             ("torch.cuda.Event.elapsed_time", torch.cuda.Event, "elapsed_time"),
-            ("torch.save", torch, "save"),
+            ("exchange.write_outputs", exchange, "write_outputs"),
             ("torch.equal", torch, "equal"),
             ("time.perf_counter", time, "perf_counter"),
             ("json.dumps", json, "dumps"),
@@ -211,7 +211,7 @@ class CandidateHarness:
                 return failure
             began = time.perf_counter()
             try:
-                files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.pt")
+                files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.out")
             except (OSError, RuntimeError) as exc:
                 size = sum(v.nbytes for v in produced.values() if isinstance(v, torch.Tensor))
                 return {"status": "RUNTIME_ERROR", "reason": f"could not hand {size / 2**30:.1f} GiB of outputs to "
@@ -329,16 +329,9 @@ class CandidateHarness:
         return None
 
     def _save(self, produced: dict[str, Any], path: Path) -> str:
-        torch = self.torch
-        payload = {}
-        for name, value in produced.items():
-            if isinstance(value, torch.Tensor):
-                payload[name] = value.detach().to("cpu").clone()
-            elif isinstance(value, (int, float, bool)):
-                payload[name] = value
-            else:
-                payload[name] = f"<{type(value).__name__}>"
-        torch.save(payload, path)
+        from core.evaluate.exchange import write_outputs
+
+        write_outputs(produced, path)
         return str(path)
 
     def _time(self, workload, input_sets, seeds, policy_fields, exchange: Path):
@@ -380,7 +373,7 @@ class CandidateHarness:
 
                 produced = outputs_by_name(self.problem.definition, returned[slot])
             seed = seeds[last_set[slot]]
-            spot.append([seed, self._save(produced, exchange / f"w{workload.index}_timed{slot}_s{seed}.pt")])
+            spot.append([seed, self._save(produced, exchange / f"w{workload.index}_timed{slot}_s{seed}.out")])
         return {"median_ms": timing.median_ms, "spread": timing.spread, "calls": timing.calls,
                 "method": timing.method}, spot
 
@@ -479,6 +472,7 @@ class Judge:
 
     def _check(self, request: dict[str, Any]) -> dict[str, Any]:
         from core.evaluate.compare import compare_output, worst
+        from core.evaluate.exchange import ExchangeError, read_outputs
 
         problem, _ = self._problem(request)
         workload = problem.workloads[request["workload"]]
@@ -492,12 +486,12 @@ class Judge:
                 return {"status": "RUNTIME_ERROR", "reason": f"no reference for seed {seed}"}
             began = time.perf_counter()
             try:
-                produced = self.torch.load(path, map_location=self.device, weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - a hostile or truncated file is a failed attempt
+                produced = read_outputs(path, self.device)
+            except ExchangeError as exc:
+                return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {exc}"}
+            except OSError as exc:
                 return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {_exception_line(exc)}"}
             load_s += time.perf_counter() - began
-            if not isinstance(produced, dict):
-                return {"status": "RUNTIME_ERROR", "reason": "outputs file is not a mapping"}
             for name, ref in expected.items():
                 comparison = compare_output(name, produced.get(name), ref, workload.tolerance)
                 all_stats.append(comparison.stats)

@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
@@ -18,6 +19,7 @@ from rich.text import Text
 
 from core.report.metrics import FleetSummary, RunReport, build_report, comparison_rows, report_to_dict
 from core.store import RunReader
+from core.store.model import MetricRow
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -92,13 +94,18 @@ def problem_table(report: RunReport) -> Table:
     return table
 
 
-def summary_lines(before: FleetSummary, after: FleetSummary) -> list[str]:
+def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[MetricRow] = ()) -> list[str]:
     rows = comparison_rows(before, after, fmt_x, fmt_sol)
     width = max(len(name) for name, _, _ in rows)
     lines = ["Fleet, seed → best:"]
     lines += [f"  {name:<{width}}  {_arrow(a, b)}" for name, a, b in rows]
     lines.append(f"  {'spent':<{width}}  {after.attempts} attempts, {after.tokens} tokens, ${after.dollars:.2f}, "
                  f"{after.gpu_seconds:.1f} GPU seconds")
+    last = next((m for m in reversed(metrics) if m.gpu_busy is not None), None)
+    if last is not None:
+        # The pool's own account, over the last start of the run (a resume starts a new pool).
+        wait = f", mean queue wait {last.queue_wait_s:.1f} s" if last.queue_wait_s is not None else ""
+        lines.append(f"  GPU busy while candidates waited: {last.gpu_busy:.0%}{wait} (since the last start)")
     return lines
 
 
@@ -127,7 +134,7 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         out = _out()
         out.print(problem_table(report))
-        for line in summary_lines(report.before, report.after):
+        for line in summary_lines(report.before, report.after, report.metrics):
             out.print(line, markup=False, soft_wrap=True)
     if page is not None:
         (err if args.json else _out()).print(f"wrote {args.html}", markup=False, soft_wrap=True)

@@ -84,8 +84,8 @@ def run_dir(tmp_path_factory, solution_dict):
         store.finish_attempt(later, status="PASSED", speedup=best_x / 2, sol=best_sol / 2, gpu_seconds=1.5)
         store.update_problem(pid, status="active", attempts=3, seed_attempt_id=seed, seed_speedup=seed_x,
                              seed_sol=seed_sol, best_attempt_id=best, best_speedup=best_x, best_sol=best_sol)
-    for mean_sol in (0.45, 0.55, 1.9 / 3):
-        store.add_metric(fleet_mean_sol=mean_sol, geomean_speedup=None, gpu_busy=0.5, queue_wait_s=0.0,
+    for mean_sol, busy in ((0.45, 0.5), (0.55, 0.875), (1.9 / 3, None)):
+        store.add_metric(fleet_mean_sol=mean_sol, geomean_speedup=None, gpu_busy=busy, queue_wait_s=1.25,
                          attempts=1, tokens=0, dollars=0.0, active_problems=3)
     store.set_run_state("running")
     store.close()
@@ -224,6 +224,8 @@ def test_report_cli_prints_the_table_and_the_before_after_summary(run_dir):
     assert lines["mean SOL"].endswith("0.45 → 0.63")
     assert lines["problems with a result"].endswith("3/4 → 3/4")
     assert "10 attempts, 460 tokens, $1.1" in out and "14.0 GPU seconds" in out
+    # The latest sample that has a busy fraction (the last one has none yet).
+    assert "GPU busy while candidates waited: 88%, mean queue wait 1.2 s" in out
 
 
 def test_report_cli_json_and_html(run_dir, tmp_path, capsys):

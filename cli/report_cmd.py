@@ -105,7 +105,7 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
     if last is not None:
         # The pool's own account, over the last start of the run (a resume starts a new pool).
         wait = f", mean queue wait {last.queue_wait_s:.1f} s" if last.queue_wait_s is not None else ""
-        lines.append(f"  GPU busy while candidates waited: {last.gpu_busy:.0%}{wait} (since the last start)")
+        lines.append(f"  GPU busy while work waited: {last.gpu_busy:.0%}{wait} (since the last start)")
     return lines
 
 

@@ -197,68 +197,168 @@ def measure_workload(problem: Problem, index: int, device, policy: TimingPolicy 
                      try_compile: bool = True, compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
                      compile_skip_reason: str = "", compile_attempted: bool | None = None,
                      compile_fn: Callable[..., Any] | None = None) -> tuple[WorkloadBaseline, bool]:
-    """Measure T_b of workload ``index`` on ``device``: ``(result, abandoned)``.
+    """Measure T_b of workload ``index`` on ``device`` in one go: ``(result, abandoned)``.
 
     ``abandoned`` is True when a torch.compile warm-up outlived ``compile_timeout_s``: its thread is still running,
-    so the process should not time anything else. A fatal CUDA error raises FatalDeviceError (the caller turns it
-    into a fatal reply); every other failure is data in the result. With ``try_compile=False`` the result says
-    ``compile_skip_reason``; ``compile_attempted=True`` then records that a compile was tried elsewhere and failed
-    (e.g. the judge was killed during it), so the cached entry is final. ``compile_fn`` stands in for
-    ``torch.compile`` (tests).
+    so the process should not time anything else (the eager time was taken before the compile). A fatal CUDA error
+    raises FatalDeviceError (the caller turns it into a fatal reply); every other failure is data in the result.
+    With ``try_compile=False`` the result says ``compile_skip_reason``; ``compile_attempted=True`` then records that
+    a compile was tried elsewhere and failed (e.g. the judge was killed during it), so the cached entry is final.
+    ``compile_fn`` stands in for ``torch.compile`` (tests).
     """
+    device, about, workload = _start(problem, index, device, policy, input_sets, try_compile, compile_attempted)
+    if workload.unavailable:
+        return WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}"), False
+    made = _make_sets(problem, workload, device, reference, input_sets, about)
+    if isinstance(made, WorkloadBaseline):
+        return made, False
+    sets, reference, expected = made
+    result = _time_eager(reference, sets, device, policy, about)
+    if not result.ok or not try_compile:
+        return result.replace(compile_reason=compile_skip_reason or "torch.compile not attempted") if result.ok \
+            else result, False
+    compiled, seconds, reason, abandoned = _compile_checked(problem, workload, sets, expected, device,
+                                                            compile_timeout_s, compile_fn)
+    result = result.replace(compile_seconds=seconds)
+    if compiled is None:
+        return result.replace(compile_reason=reason), abandoned
+    return _time_compiled(result, compiled, sets, device, policy), False
+
+
+@dataclass
+class PreparedBaseline:
+    """A workload made ready to time: inputs made and torch.compile done (and checked against eager), so that
+    only the timing itself has to hold the GPU. Lives in the judge between the two requests."""
+
+    about: dict[str, Any]
+    sets: list[dict[str, Any]]
+    reference: types.ModuleType
+    compiled: Callable[..., Any] | None
+    compile_seconds: float | None
+    compile_reason: str
+
+
+def prepare_workload(problem: Problem, index: int, device, policy: TimingPolicy, *,
+                     reference: types.ModuleType | None = None, input_sets: int = DEFAULT_INPUT_SETS,
+                     try_compile: bool = True, compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+                     compile_skip_reason: str = "", compile_attempted: bool | None = None,
+                     compile_fn: Callable[..., Any] | None = None
+                     ) -> tuple[PreparedBaseline | WorkloadBaseline, bool]:
+    """The untimed half of measuring T_b: ``(prepared, abandoned)``, or ``(result, False)`` when there is nothing
+    to time (the workload is unavailable, or its inputs or the eager reference failed). ``abandoned``: the compile
+    outlived its bound and its thread still runs, so this process must not time anything."""
+    device, about, workload = _start(problem, index, device, policy, input_sets, try_compile, compile_attempted)
+    if workload.unavailable:
+        return WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}"), False
+    made = _make_sets(problem, workload, device, reference, input_sets, about)
+    if isinstance(made, WorkloadBaseline):
+        return made, False
+    sets, reference, expected = made
+    if not try_compile:
+        return PreparedBaseline(about, sets, reference, None, None,
+                                compile_skip_reason or "torch.compile not attempted"), False
+    compiled, seconds, reason, abandoned = _compile_checked(problem, workload, sets, expected, device,
+                                                            compile_timeout_s, compile_fn)
+    return PreparedBaseline(about, sets, reference, compiled, seconds, reason), abandoned
+
+
+def time_prepared(prepared: PreparedBaseline, device, policy: TimingPolicy) -> WorkloadBaseline:
+    """The timed half: eager, then the compiled function when there is one; T_b is the faster."""
+    import torch
+
+    device = torch.device(device)
+    result = _time_eager(prepared.reference, prepared.sets, device, policy, prepared.about)
+    if not result.ok:
+        return result
+    result = result.replace(compile_seconds=prepared.compile_seconds)
+    if prepared.compiled is None:
+        return result.replace(compile_reason=prepared.compile_reason)
+    return _time_compiled(result, prepared.compiled, prepared.sets, device, policy)
+
+
+def _start(problem: Problem, index: int, device, policy: TimingPolicy, input_sets: int, try_compile: bool,
+           compile_attempted: bool | None):
+    import torch
+
+    device = torch.device(device)
+    about = dict(index=index, uuid=problem.workloads[index].uuid, device_name=device_name(device),
+                 torch_version=torch.__version__, policy=asdict(policy), input_sets=input_sets,
+                 measured_at=time.time(),
+                 compile_attempted=try_compile if compile_attempted is None else compile_attempted)
+    return device, about, problem.workloads[index]
+
+
+def _make_sets(problem: Problem, workload, device, reference, input_sets: int, about: dict[str, Any]):
+    """``(input sets, reference module, eager output of the first set)``, or a failed WorkloadBaseline."""
     import torch
 
     from core.problem.inputs import make_inputs
     from core.problem.reference import compile_reference
 
-    device = torch.device(device)
-    workload = problem.workloads[index]
-    about = dict(index=index, uuid=workload.uuid, device_name=device_name(device), torch_version=torch.__version__,
-                 policy=asdict(policy), input_sets=input_sets, measured_at=time.time(),
-                 compile_attempted=try_compile if compile_attempted is None else compile_attempted)
-    if workload.unavailable:
-        return WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}"), False
     if reference is None:
         reference = compile_reference(problem.definition)
     try:
         sets = [make_inputs(problem, workload, device, SEED_BASE + i, reference) for i in range(input_sets)]
     except Exception as exc:  # noqa: BLE001 - problem code failing is a result
         _reraise_fatal(exc)
-        return WorkloadBaseline(**about, error=f"inputs: {_one_line(exc)}"), False
-
+        return WorkloadBaseline(**about, error=f"inputs: {_one_line(exc)}")
     try:
-        eager = _time_calls(reference.run, sets, device, policy)
         with torch.no_grad():
             expected = reference.run(*sets[0].values())
     except Exception as exc:  # noqa: BLE001
         _reraise_fatal(exc)
-        return WorkloadBaseline(**about, error=f"eager reference: {_one_line(exc)}"), False
-    result = WorkloadBaseline(**about, baseline_ms=eager.median_ms, method=METHOD_EAGER, eager_ms=eager.median_ms,
-                              eager_spread=eager.spread, timing_method=eager.method)
-    if not try_compile:
-        return result.replace(compile_reason=compile_skip_reason or "torch.compile not attempted"), False
+        return WorkloadBaseline(**about, error=f"eager reference: {_one_line(exc)}")
+    return sets, reference, expected
 
-    compiled_fn, compile_seconds, reason, abandoned = _compile_and_warm(
-        problem, sets, device, compile_timeout_s, compile_fn)
-    if compiled_fn is None:
-        return result.replace(compile_reason=reason), abandoned
-    result = result.replace(compile_seconds=compile_seconds)
+
+def _time_eager(reference, sets, device, policy: TimingPolicy, about: dict[str, Any]) -> WorkloadBaseline:
     try:
-        with torch.no_grad():
-            produced = compiled_fn(*sets[0].values())
-        mismatch = _mismatch(problem, workload, produced, expected)
-        if mismatch:
-            return result.replace(compile_reason=f"torch.compile output differs from eager: {mismatch}"), False
-        compiled = _time_calls(compiled_fn, sets, device, policy)
+        eager = _time_calls(reference.run, sets, device, policy)
     except Exception as exc:  # noqa: BLE001
         _reraise_fatal(exc)
-        return result.replace(compile_reason=f"torch.compile failed while timing: {_one_line(exc)}"), False
+        return WorkloadBaseline(**about, error=f"eager reference: {_one_line(exc)}")
+    return WorkloadBaseline(**about, baseline_ms=eager.median_ms, method=METHOD_EAGER, eager_ms=eager.median_ms,
+                            eager_spread=eager.spread, timing_method=eager.method)
+
+
+def _compile_checked(problem: Problem, workload, sets, expected, device, timeout_s: float,
+                     compile_fn: Callable[..., Any] | None):
+    """``(compiled function or None, compile seconds, reason, abandoned)``: compiled, warmed on every set, and its
+    output on the first set compared with eager's."""
+    import torch
+
+    compiled, seconds, reason, abandoned = _compile_and_warm(problem, sets, device, timeout_s, compile_fn)
+    if compiled is None:
+        return None, seconds, reason, abandoned
+    try:
+        with torch.no_grad():
+            produced = compiled(*sets[0].values())
+        mismatch = _mismatch(problem, workload, produced, expected)
+    except Exception as exc:  # noqa: BLE001
+        _reraise_fatal(exc)
+        torch._dynamo.reset()
+        return None, seconds, f"torch.compile failed on the first input set: {_one_line(exc)}", False
+    if mismatch:
+        torch._dynamo.reset()
+        return None, seconds, f"torch.compile output differs from eager: {mismatch}", False
+    return compiled, seconds, "", False
+
+
+def _time_compiled(result: WorkloadBaseline, compiled: Callable[..., Any], sets, device,
+                   policy: TimingPolicy) -> WorkloadBaseline:
+    import torch
+
+    try:
+        timing = _time_calls(compiled, sets, device, policy)
+    except Exception as exc:  # noqa: BLE001
+        _reraise_fatal(exc)
+        return result.replace(compile_reason=f"torch.compile failed while timing: {_one_line(exc)}")
     finally:
         torch._dynamo.reset()
-    result = result.replace(compiled_ms=compiled.median_ms, compiled_spread=compiled.spread)
-    if compiled.median_ms < eager.median_ms:
-        result = result.replace(baseline_ms=compiled.median_ms, method=METHOD_COMPILED, timing_method=compiled.method)
-    return result, False
+    result = result.replace(compiled_ms=timing.median_ms, compiled_spread=timing.spread)
+    if timing.median_ms < result.eager_ms:
+        result = result.replace(baseline_ms=timing.median_ms, method=METHOD_COMPILED, timing_method=timing.method)
+    return result
 
 
 def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device, timeout_s: float,
@@ -368,7 +468,12 @@ def _reraise_fatal(exc: BaseException) -> None:
 
 
 def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge's ``baseline`` op: one workload's T_b, from the cache or measured (then cached).
+    """The judge's baseline ops, one workload each.
+
+    - ``baseline``: T_b from the cache, or measured in one go (then cached).
+    - ``baseline_prepare``: T_b from the cache, or the untimed half (inputs, torch.compile), kept in the judge for
+      the next request; replies ``{"status": "ready"}``. The pool sends it without holding the GPU.
+    - ``baseline_time``: the timed half of the prepared workload (then cached). Sent holding the GPU.
 
     Request (see ``request_for``): ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy
     fields, or None for the default), ``input_sets``, ``compile``, ``compile_timeout_s``, ``compile_skip_reason``,
@@ -378,6 +483,19 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     """
     import torch
 
+    op = request.get("op", "baseline")
+    if op == "baseline_time":
+        pending, judge.pending_baseline = getattr(judge, "pending_baseline", None), None
+        if pending is None:
+            return {"status": "error", "reason": "no prepared baseline to time"}
+        prepared, cache_key, meta, policy = pending
+        try:
+            result = time_prepared(prepared, judge.device, policy)
+        except FatalDeviceError as exc:
+            return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
+        return _finished(result, cache_key, meta)
+
+    judge.pending_baseline = None
     try:
         problem, reference = judge._problem(request)
     except Exception as exc:  # noqa: BLE001 - a broken problem is a result, not a crash
@@ -388,33 +506,44 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     policy = TimingPolicy(**request["timing"]) if request.get("timing") else TimingPolicy()
     input_sets = int(request.get("input_sets") or DEFAULT_INPUT_SETS)
     try_compile = bool(request.get("compile", True))
-    device = judge.device
-    name = device_name(device)
+    name = device_name(judge.device)
     try:
-        key = baseline_key(problem.path, name, torch.__version__)
+        cache_key = baseline_key(problem.path, name, torch.__version__)
     except OSError as exc:
         return {"status": "error", "reason": f"cannot read the problem files: {exc}"}
-    cache = BaselineCache()
     if request.get("use_cache", True):
-        found = cache.lookup(key, index, policy, input_sets, try_compile)
+        found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
         if found is not None:
             return {"status": "ok", "baseline": found.to_dict()}
+    meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
+            "torch_version": torch.__version__}
     attempted = request.get("compile_attempted")
+    options = dict(reference=reference, input_sets=input_sets, try_compile=try_compile,
+                   compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
+                   compile_skip_reason=str(request.get("compile_skip_reason", "")),
+                   compile_attempted=None if attempted is None else bool(attempted))
     try:
-        result, abandoned = measure_workload(
-            problem, index, device, policy, reference=reference, input_sets=input_sets, try_compile=try_compile,
-            compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
-            compile_skip_reason=str(request.get("compile_skip_reason", "")),
-            compile_attempted=None if attempted is None else bool(attempted))
+        if op == "baseline_prepare":
+            prepared, abandoned = prepare_workload(problem, index, judge.device, policy, **options)
+            if isinstance(prepared, WorkloadBaseline):
+                return _finished(prepared, cache_key, meta)
+            if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process
+                return {"status": "ok", "abandoned": prepared.compile_reason, "restart": True}
+            judge.pending_baseline = (prepared, cache_key, meta, policy)
+            return {"status": "ready"}
+        result, abandoned = measure_workload(problem, index, judge.device, policy, **options)
     except FatalDeviceError as exc:
         return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-    if result.ok:
-        cache.store(key, result, {"problem": problem.name, "content_sha256": problem_content_hash(problem.path),
-                                  "device_name": name, "torch_version": torch.__version__})
-    reply: dict[str, Any] = {"status": "ok", "baseline": result.to_dict()}
+    reply = _finished(result, cache_key, meta)
     if abandoned:
         reply["restart"] = True
     return reply
+
+
+def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any]) -> dict[str, Any]:
+    if result.ok:
+        BaselineCache().store(cache_key, result, meta)
+    return {"status": "ok", "baseline": result.to_dict()}
 
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,

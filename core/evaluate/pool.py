@@ -220,6 +220,8 @@ class _DeviceSlot:
         self.judge = self._start("judge")
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
+        self._baseliner: WorkerProcess | None = None  # a judge-role process for T_b, started at first need
+        self.baseliner_lock = anyio.Lock()
 
     def _start(self, role: str) -> WorkerProcess:
         return WorkerProcess(role, self.device, self.gpu, self.scratch_root)
@@ -235,21 +237,32 @@ class _DeviceSlot:
         self.judge.close()
         self.judge = self._start("judge")
 
+    def baseliner(self) -> WorkerProcess:
+        if self._baseliner is None:
+            self._baseliner = self._start("judge")
+        return self._baseliner
+
+    def replace_baseliner(self) -> None:
+        if self._baseliner is not None:
+            self._baseliner.close()
+        self._baseliner = None
+
     def close(self) -> None:
-        for worker in (self.judge, self.candidate, self.spare):
+        for worker in (self.judge, self.candidate, self.spare, self._baseliner):
             if worker is not None:
                 worker.close()
 
 
 @dataclass
 class PoolUsage:
-    """How busy the devices were while candidates wanted them (for the run's GPU busy fraction and queue wait)."""
+    """How busy the devices were while work wanted them (for the run's GPU busy fraction) and how long candidates
+    queued. Work is candidate jobs and baseline timings; a judge compiling under the gate is not work."""
 
     devices: int
-    busy_s: float = 0.0  # summed over devices: time candidate jobs held a device (counted when a job ends)
+    busy_s: float = 0.0  # summed over devices: time work held a device (counted when it ends)
     wanted_s: float = 0.0  # integral over time of min(jobs queued or running, devices)
-    queue_wait_s: float = 0.0  # summed over jobs
-    jobs: int = 0
+    queue_wait_s: float = 0.0  # summed over candidate jobs
+    jobs: int = 0  # candidate jobs
     _demand: int = 0
     _since: float = 0.0
 
@@ -259,7 +272,7 @@ class PoolUsage:
         self._demand += delta
 
     def busy_fraction(self) -> float | None:
-        """Device time candidates held over device time they wanted; None before any job ended."""
+        """Device time work held over device time it wanted; None before any wanted time."""
         return min(1.0, self.busy_s / self.wanted_s) if self.wanted_s > 0 else None
 
 
@@ -317,43 +330,107 @@ class EvaluationPool:
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
                        use_cache: bool = True, blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
-        """T_b per workload (``core.evaluate.baseline.WorkloadBaseline``, in the order given), measured by a judge
-        (cached on disk per GPU model) under the slot's gate, one workload at a time. ``timing`` must be the policy
-        candidates are timed with (None: the default). A judge that abandons a compile, breaks or stops answering
-        is replaced; one lost while compiling is asked again with torch.compile off, and the reason recorded."""
+        """T_b per workload (``core.evaluate.baseline.WorkloadBaseline``, in the order given), from the on-disk cache
+        or measured, one workload at a time. ``timing`` must be the policy candidates are timed with (None: the
+        default).
+
+        A workload whose inputs and outputs are modest is measured by the slot's baseline process: it makes the
+        inputs and runs torch.compile (seconds to minutes of CPU) without holding the GPU, and only the timing
+        holds the slot's gate, so candidates keep the GPU busy meanwhile. A larger one is measured by the judge
+        under the gate, so that no third copy of its data competes with a candidate for GPU memory. A process that
+        abandons a compile, breaks or stops answering is replaced; one lost while compiling is asked again with
+        torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
+        from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
-        slot = self._pick_slot()
+        slot = min(self._slots, key=lambda s: (s.baseliner_lock.locked(), s.gate.load, next(self._next)))
         results = []
         for index in indices:
             if problem.workloads[index].unavailable:
                 reason = f"workload unavailable: {problem.workloads[index].unavailable}"
                 results.append(tb.failed(problem, index, reason))
                 continue
-            compile_failure = ""
-            await slot.gate.acquire(priority)
-            try:
-                while True:
-                    request = tb.request_for(problem, index, timing=timing, compile_timeout_s=compile_timeout_s,
-                                             compile_failure=compile_failure, use_cache=use_cache,
-                                             blob_roots=blob_roots)
-                    try:
-                        reply = await slot.judge.request(
-                            request, tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
-                    except WorkerGone as gone:
-                        slot.replace_judge()
-                        if request["compile"]:  # most likely the compile: try once more without it
-                            compile_failure = f"torch.compile: the judge was lost ({gone.reason}); eager used"
-                            continue
-                        reply = {"status": "error", "reason": f"judge: {gone.reason}"}
-                    if reply.get("fatal") or reply.get("restart"):
-                        slot.replace_judge()
-                    break
-            finally:
-                slot.gate.release()
+
+            def request(compile_failure: str) -> dict[str, Any]:
+                return tb.request_for(problem, index, timing=timing, compile_timeout_s=compile_timeout_s,
+                                      compile_failure=compile_failure, use_cache=use_cache, blob_roots=blob_roots)
+
+            read, written = analytic_io_bytes(problem, problem.workloads[index])
+            if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
+                async with slot.baseliner_lock:
+                    reply = await self._baseline_apart(slot, request, compile_timeout_s, priority)
+            else:
+                reply = await self._baseline_in_judge(slot, request, compile_timeout_s, priority)
             results.append(tb.from_reply(problem, index, reply))
         return results
+
+    async def _baseline_apart(self, slot: _DeviceSlot, request, compile_timeout_s: float,
+                              priority: int) -> dict[str, Any]:
+        from core.evaluate import baseline as tb
+
+        compile_failure = ""
+        while True:
+            message = request(compile_failure)
+            worker = slot.baseliner()
+            try:
+                ready = await worker.request({**message, "op": "baseline_prepare"},
+                                             tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
+            except WorkerGone as gone:
+                slot.replace_baseliner()
+                if message["compile"]:  # most likely the compile: try once more without it
+                    compile_failure = f"torch.compile: the baseline process was lost ({gone.reason}); eager used"
+                    continue
+                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+            if ready.get("restart") or ready.get("fatal"):
+                slot.replace_baseliner()
+                if ready.get("abandoned") and message["compile"]:
+                    compile_failure = str(ready["abandoned"])
+                    continue
+            if ready.get("status") != "ready":
+                return ready  # from the cache, or a failure
+            # Timing a baseline is GPU work like a candidate's, and counts the same in the busy fraction.
+            self.usage.demand_changed(+1, time.monotonic())
+            try:
+                await slot.gate.acquire(priority)
+                began = time.monotonic()
+                try:
+                    reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
+                except WorkerGone as gone:
+                    slot.replace_baseliner()
+                    return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+                finally:
+                    slot.gate.release()
+                    self.usage.busy_s += time.monotonic() - began
+            finally:
+                self.usage.demand_changed(-1, time.monotonic())
+            if reply.get("fatal"):
+                slot.replace_baseliner()
+            return reply
+
+    async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
+                                 priority: int) -> dict[str, Any]:
+        from core.evaluate import baseline as tb
+
+        compile_failure = ""
+        await slot.gate.acquire(priority)
+        try:
+            while True:
+                message = request(compile_failure)
+                try:
+                    reply = await slot.judge.request(message,
+                                                     tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
+                except WorkerGone as gone:
+                    slot.replace_judge()
+                    if message["compile"]:  # most likely the compile: try once more without it
+                        compile_failure = f"torch.compile: the judge was lost ({gone.reason}); eager used"
+                        continue
+                    reply = {"status": "error", "reason": f"judge: {gone.reason}"}
+                if reply.get("fatal") or reply.get("restart"):
+                    slot.replace_judge()
+                return reply
+        finally:
+            slot.gate.release()
 
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
         started = time.monotonic()
@@ -469,6 +546,9 @@ class EvaluationPool:
         return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
 
 
+# Above this, a workload's T_b is measured by the judge under the gate rather than by a third process beside a
+# running candidate (input and output bytes, times the input sets plus one).
+SEPARATE_BASELINE_MAX_BYTES = 8 << 30
 SHARED_MEMORY = Path("/dev/shm")
 SHARED_MEMORY_MAX_BYTES = 1 << 30  # per workload
 

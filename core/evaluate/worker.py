@@ -414,6 +414,7 @@ class Judge:
         self.problems: dict[str, Any] = {}
         self.references: dict[str, Any] = {}
         self.expected: dict[tuple[int, int], dict[str, Any]] = {}
+        self.pending_baseline = None  # core.evaluate.baseline: a workload prepared, waiting to be timed
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
@@ -421,7 +422,7 @@ class Judge:
             return self._reference(request)
         if op == "check":
             return self._check(request)
-        if op == "baseline":
+        if op in ("baseline", "baseline_prepare", "baseline_time"):
             from core.evaluate.baseline import handle_request
 
             return handle_request(self, request)

@@ -225,7 +225,7 @@ def test_report_cli_prints_the_table_and_the_before_after_summary(run_dir):
     assert lines["problems with a result"].endswith("3/4 → 3/4")
     assert "10 attempts, 460 tokens, $1.1" in out and "14.0 GPU seconds" in out
     # The latest sample that has a busy fraction (the last one has none yet).
-    assert "GPU busy while candidates waited: 88%, mean queue wait 1.2 s" in out
+    assert "GPU busy while work waited: 88%, mean queue wait 1.2 s" in out
 
 
 def test_report_cli_json_and_html(run_dir, tmp_path, capsys):

@@ -126,23 +126,33 @@ def pct(values: list[float], q: float) -> float:
 SETTLE = True  # --timing settled (default); False: --timing pilot, the first measurement (one wait)
 
 
+def screen_after(key: str) -> type | None:
+    """The screen a key of the latency cycle leaves current, for the keys that switch screens."""
+    from tui.detail.screen import DetailScreen
+    from tui.problems.screen import ProblemsScreen
+
+    return {"enter": DetailScreen, "escape": ProblemsScreen}.get(key)
+
+
 async def press_and_render(app, pilot, key: str) -> None:
     from textual import events
 
     event = events.Key(key, {"space": " ", "plus": "+", "s": "s"}.get(key))
     event.set_sender(app)
-    screen = app.screen
     app._driver.send_message(event)
     await pilot._wait_for_screen()
     if SETTLE:
-        # One wait ends once the app has forwarded the key, maybe before the focused widget ran the key's action,
-        # and before a screen the key pushed (or uncovered) has composed, mounted and laid out: wait again, on
-        # whatever screen is current, until a round finds the same screen as the round before.
-        for _ in range(8):
+        # One wait ends once the app has forwarded the key, maybe before the focused widget ran the key's action.
+        # A key that switches screens goes through several hops (the grid's binding, its RowSelected message, the
+        # screen's handler, the push) before the new screen is current: wait until it is, then once more for the
+        # new screen's pending work (mount, resume) to run; the other keys get the same three waits.
+        expected = screen_after(key)
+        for _ in range(50):
             await pilot._wait_for_screen()
-            if app.screen is screen:
+            if expected is None or isinstance(app.screen, expected):
                 break
-            screen = app.screen
+        else:
+            raise RuntimeError(f"{key}: still on {app.screen} after 50 waits")
         await pilot._wait_for_screen()
     app.screen._on_timer_update()
 

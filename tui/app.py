@@ -4,6 +4,7 @@ controls through :func:`core.store.submit_control`. Quitting the watcher never s
 from __future__ import annotations
 
 import asyncio
+import gc
 import queue
 import sqlite3
 import threading
@@ -31,8 +32,9 @@ from tui.problems.footer import with_key_footer
 from tui.problems.screen import ProblemsScreen
 
 T = TypeVar("T")
+S = TypeVar("S", bound=Screen)
 
-# The screens the app pushes, with a Footer that does not recompose on every bindings signal (see KeyFooter).
+# The screens the app pushes, with Textual's Footer (a widget per key) swapped for a one-line KeyFooter.
 Detail, Diff, Agents, Logs, Histogram = map(with_key_footer, (DetailScreen, DiffScreen, AgentsScreen, LogsScreen,
                                                                HistogramScreen))
 
@@ -90,6 +92,7 @@ class WatchApp(App):
         self._outbox: queue.Queue[Control | None] = queue.Queue()  # controls for the sender thread, in order
         self._sender: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._kept: dict[type[Screen], Screen] = {}  # screens made once and reused (see _kept_screen)
 
     # ------------------------------------------------------------ reading
 
@@ -112,6 +115,9 @@ class WatchApp(App):
         self.push_screen(ProblemsScreen())
         if self.poll_s:
             self.set_interval(self.poll_s, self._tick)
+        # Keep what start-up made (Textual, the app, the grid: ~50k objects) out of the collector's full passes,
+        # which otherwise stall a key for 30-50 ms now and then on a busy run; unfrozen on quit.
+        self.call_after_refresh(gc.freeze)
 
     def on_unmount(self) -> None:
         if self._sender is not None:  # controls already asked for are still sent: quitting loses none
@@ -120,6 +126,7 @@ class WatchApp(App):
         with self.lock:
             self.reader.close()
         self.ui_reader.close()
+        gc.unfreeze()
 
     def _tick(self) -> None:
         if self._polling:
@@ -248,8 +255,22 @@ class WatchApp(App):
 
     # ------------------------------------------------------------ screens
 
+    def _kept_screen(self, kind: type[S]) -> S:
+        """The one instance of ``kind``, made and installed on first use. Installed screens stay mounted when
+        popped: showing one again mounts no widgets (new widgets cost a stylesheet pass each, and an lru_cache in
+        Textual's StylesCache keeps the rendered lines of up to 1024 removed widgets alive). Each one catches up
+        with the run when shown."""
+        screen = self._kept.get(kind)
+        if screen is None:
+            screen = self._kept[kind] = kind()
+            self.install_screen(screen, kind.__name__)
+        return screen  # type: ignore[return-value]
+
     def open_detail(self, key: str) -> None:
-        self.push_screen(Detail(key))
+        detail = self._kept_screen(Detail)
+        detail.load(key)
+        if detail not in self.screen_stack:
+            self.push_screen(detail)
 
     def open_diff(self, key: str, attempt_ids: tuple[int, ...], start: int | None) -> None:
         self.push_screen(Diff(key, attempt_ids, start))
@@ -257,17 +278,19 @@ class WatchApp(App):
     def _push_once(self, kind: type[Screen], make: Callable[[], Screen]) -> None:
         if isinstance(self.screen, kind):
             self.pop_screen()
-        else:
-            self.push_screen(make())
+            return
+        screen = make()
+        if screen not in self.screen_stack:
+            self.push_screen(screen)
 
     def action_agents(self) -> None:
-        self._push_once(AgentsScreen, Agents)
+        self._push_once(AgentsScreen, lambda: self._kept_screen(Agents))
 
     def action_logs(self) -> None:
-        self._push_once(LogsScreen, Logs)
+        self._push_once(LogsScreen, lambda: self._kept_screen(Logs))
 
     def action_histogram(self) -> None:
-        self._push_once(HistogramScreen, Histogram)
+        self._push_once(HistogramScreen, lambda: self._kept_screen(Histogram))
 
     def action_help(self) -> None:
         self._push_once(HelpScreen, HelpScreen)

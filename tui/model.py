@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from core.store import model
 from core.store.model import AgentRow, AttemptRow, ControlRow, EventRow, MetricRow, ProblemRow, RunInfo
@@ -49,17 +50,31 @@ class Snapshot:
     totals: Totals = Totals()
     now: float = 0.0
 
+    # Lookups by key and id, built once per snapshot: formatting a log line looks its agent and problem up.
+    @cached_property
+    def _by_key(self) -> dict[str, ProblemRow]:
+        return {p.key: p for p in self.problems}
+
+    @cached_property
+    def _by_id(self) -> dict[int, ProblemRow]:
+        return {p.id: p for p in self.problems}
+
+    @cached_property
+    def _agent_names(self) -> dict[int, str]:
+        return {a.id: a.name for a in self.agents}
+
     def problem(self, key: str) -> ProblemRow | None:
-        return next((p for p in self.problems if p.key == key), None)
+        return self._by_key.get(key)
 
     def problem_by_id(self, problem_id: int | None) -> ProblemRow | None:
-        return next((p for p in self.problems if p.id == problem_id), None)
+        return self._by_id.get(problem_id)
 
     def agents_on(self, problem_id: int) -> tuple[AgentRow, ...]:
         return tuple(a for a in self.agents if a.problem_id == problem_id)
 
     def agent_name(self, agent_id: int | None) -> str:
-        return next((a.name for a in self.agents if a.id == agent_id), "—" if agent_id is None else f"#{agent_id}")
+        name = self._agent_names.get(agent_id)
+        return name if name is not None else "—" if agent_id is None else f"#{agent_id}"
 
 
 @dataclass(frozen=True)

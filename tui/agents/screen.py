@@ -34,8 +34,10 @@ class AgentsScreen(Screen):
         table = self.query_one(DataTable)
         for column in AGENT_COLUMNS:
             table.add_column(column, key=column)
-        self.show(self.app.snapshot, None)
         table.focus()
+
+    def on_screen_resume(self) -> None:
+        self.show(self.app.snapshot, None)  # the app keeps this screen: it missed the polls while hidden
 
     def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
         self.query_one(FleetHeader).show(snapshot)

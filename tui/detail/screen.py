@@ -1,16 +1,21 @@
 """A problem's detail: per workload T_b / T_sol and the best attempt's times, the attempt history, the planner's
-reasons (decision events) and the problem's log."""
+reasons (decision events) and the problem's log.
+
+The app keeps one instance and points it at the problem to show (``load``): opening a detail refills its widgets
+from the store instead of composing and mounting new ones, which on a busy run cost more than the key's budget."""
 
 from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import Footer, Static
 
 from core.store.model import AttemptRow, EventRow
+from tui.detail.table import LineTable
+from tui.logs.view import LogView
 from tui.model import (ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, Delta, Snapshot, attempt_cells, event_line,
                        problem_summary_line, workload_rows)
 
@@ -20,6 +25,7 @@ DECISIONS_SHOWN = 40
 
 
 class DetailScreen(Screen):
+    AUTO_FOCUS = "#attempts"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("d", "diff", "diffs"),
@@ -38,39 +44,50 @@ class DetailScreen(Screen):
     DetailScreen #log { width: 1fr; height: 100%; border-top: solid $secondary; }
     """
 
-    def __init__(self, key: str):
+    def __init__(self):
         super().__init__()
-        self.key = key
-        problem = self.app.snapshot.problem(key)
-        self.problem_id = problem.id if problem else -1
+        self.key = ""
+        self.problem_id = -1
         self.attempts: dict[int, AttemptRow] = {}
         self.decisions: list[str] = []
         self._summary = ""
         self._workloads: list[tuple[str, ...]] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(id="summary")
-        yield DataTable(id="workloads", cursor_type="none", zebra_stripes=True)
-        yield DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
+        yield Static(id="summary", markup=False)
+        yield LineTable(WORKLOAD_COLUMNS, cursor=False, id="workloads")
+        yield LineTable(ATTEMPT_COLUMNS, id="attempts")
         with Horizontal(id="bottom"):
-            yield Static(id="decisions")
-            yield RichLog(id="log", max_lines=LOG_LINES, wrap=False, markup=False)
+            yield Static(id="decisions", markup=False)
+            yield LogView(LOG_LINES, id="log")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#workloads", DataTable).add_columns(*WORKLOAD_COLUMNS)
-        table = self.query_one("#attempts", DataTable)
-        for column in ATTEMPT_COLUMNS:
-            table.add_column(column, key=column)
+        self._fill()
+
+    def load(self, key: str) -> None:
+        """Show the problem ``key`` (its widgets are refilled now if mounted, else when they mount)."""
+        problem = self.app.snapshot.problem(key)
+        self.key = key
+        self.problem_id = problem.id if problem else -1
+        if self.is_mounted:
+            self._fill()
+
+    def _fill(self) -> None:
+        self.attempts = {}
+        self.decisions = []
+        self._summary = ""
+        self._workloads = []
+        table = self.query_one("#attempts", LineTable)
+        table.clear()
+        self.query_one("#log", LogView).clear()
         pid = self.problem_id
         attempts, decisions, logs = self.app.read(lambda r: (
             r.attempts(problem_id=pid, limit=ATTEMPTS_LOADED),
             r.events(problem_id=pid, kind="decision", limit=DECISIONS_SHOWN),
             r.events(problem_id=pid, limit=LOG_LINES)))
         self.show(self.app.snapshot, Delta(events=(*decisions, *logs), attempts=tuple(attempts)), initial=True)
-        table.focus()
-        if table.row_count:
-            table.move_cursor(row=table.row_count - 1, animate=False)
+        table.move_cursor(table.row_count - 1)
 
     def show(self, snapshot: Snapshot, delta: Delta | None, initial: bool = False) -> None:
         problem = snapshot.problem(self.key)
@@ -92,34 +109,26 @@ class DetailScreen(Screen):
         rows = workload_rows(problem, best)
         if rows != self._workloads:
             self._workloads = rows
-            table = self.query_one("#workloads", DataTable)
-            with self.app.batch_update():
-                table.clear()
-                for row in rows:
-                    table.add_row(*row)
+            table = self.query_one("#workloads", LineTable)
+            table.clear()
+            for row in rows:
+                table.set_row(row[0], row)
 
     def _add_attempts(self, snapshot: Snapshot, attempts: list[AttemptRow]) -> None:
         if not attempts:
             return
-        table = self.query_one("#attempts", DataTable)
+        table = self.query_one("#attempts", LineTable)
         at_end = table.row_count == 0 or table.cursor_row >= table.row_count - 1
-        with self.app.batch_update():
-            for a in attempts:
-                key = str(a.id)
-                cells = attempt_cells(a, snapshot)
-                if a.id in self.attempts and key in table.rows:
-                    for column, value in zip(ATTEMPT_COLUMNS, cells):
-                        table.update_cell(key, column, value)
-                else:
-                    table.add_row(*cells, key=key)
-                self.attempts[a.id] = a
-            if at_end and table.row_count:
-                table.move_cursor(row=table.row_count - 1, animate=False)
+        for a in attempts:
+            table.set_row(str(a.id), attempt_cells(a, snapshot))
+            self.attempts[a.id] = a
+        if at_end:
+            table.move_cursor(table.row_count - 1)
 
     def _add_events(self, snapshot: Snapshot, events: list[EventRow], initial: bool) -> None:
-        log = self.query_one("#log", RichLog)
         seen_decisions = False
         logged = set()
+        lines = []
         for e in sorted(events, key=lambda e: e.id):
             if e.kind == "decision":
                 line = event_line(e, snapshot, with_problem=False)
@@ -128,7 +137,8 @@ class DetailScreen(Screen):
                     seen_decisions = True
             if e.id not in logged:
                 logged.add(e.id)
-                log.write(event_line(e, snapshot, with_problem=False))
+                lines.append(event_line(e, snapshot, with_problem=False))
+        self.query_one("#log", LogView).write_lines(lines)
         if seen_decisions:
             self.decisions = self.decisions[-DECISIONS_SHOWN:]
             self.query_one("#decisions", Static).update(
@@ -154,10 +164,8 @@ class DetailScreen(Screen):
         self.app.toggle_pin(self._problem())
 
     def selected_attempt(self) -> int | None:
-        table = self.query_one("#attempts", DataTable)
-        if not table.row_count:
-            return None
-        return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        key = self.query_one("#attempts", LineTable).selected_key
+        return int(key) if key is not None else None
 
     def action_diff(self) -> None:
         ids = tuple(sorted(self.attempts))
@@ -166,6 +174,6 @@ class DetailScreen(Screen):
             return
         self.app.open_diff(self.key, ids, self.selected_attempt())
 
-    @on(DataTable.RowSelected, "#attempts")
-    def _open_diff(self, event: DataTable.RowSelected) -> None:
+    @on(LineTable.RowSelected, "#attempts")
+    def _open_diff(self, event: LineTable.RowSelected) -> None:
         self.action_diff()

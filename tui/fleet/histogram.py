@@ -30,8 +30,8 @@ class HistogramScreen(Screen):
             yield Static(id="histogram")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.show(self.app.snapshot, None)
+    def on_screen_resume(self) -> None:
+        self.show(self.app.snapshot, None)  # the app keeps this screen: it missed the polls while hidden
 
     def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
         self.query_one("#histogram", Static).update(histogram_text(snapshot))

@@ -1,40 +1,131 @@
-"""A Footer that recomposes only when the keys it shows change, and only on the screen being shown.
+"""A footer of key bindings drawn as one line by one widget, with the look of Textual's Footer.
 
-Textual's Footer recomposes (unmounting and mounting every key widget, each with a stylesheet pass) whenever its
-screen's bindings are signalled: when the screen comes back, when focus moves, and even while the screen is being
-popped. On a busy box that costs hundreds of ms with keys queued behind it."""
+Textual's Footer is a widget per key (about ten on each screen here), rebuilt whenever its screen's bindings are
+signalled (when the screen comes back, when focus moves, even while the screen is being popped). Each of those
+widgets is restyled whenever its screen is shown again, which was a fifth of the cost of opening a problem's detail;
+rebuilding them cost hundreds of ms on a busy box with keys queued behind it. This footer redraws its one line when
+the keys it shows change. Clicking a key presses it; keys are not highlighted under the mouse."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.dom import NoScreen
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Footer
 
 
-class KeyFooter(Footer):
-    _shown: tuple | None = None
+class KeyFooter(Widget):
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator"}
+    DEFAULT_CSS = """
+    KeyFooter {
+        color: $footer-foreground;
+        background: $footer-background;
+        dock: bottom;
+        height: 1;
+        & > .key-footer--key { color: $footer-key-foreground; background: $footer-key-background; text-style: bold; }
+        & > .key-footer--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        & > .key-footer--separator { color: $foreground 20%; }
+    }
+    """
 
-    async def recompose(self) -> None:
-        # Runs after a refresh, once focus has settled: the keys as they would show, against the last ones shown.
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._shown: tuple[tuple[str, str, str, bool], ...] = ()  # (key, key display, description, enabled)
+        self._palette: tuple[str, str, str, bool] | None = None  # the command palette's key, drawn on the right
+        self._spans: list[tuple[int, int, str, bool]] = []  # (start, end, key, enabled) of each key drawn
+        self._line: tuple[int, Strip] | None = None  # (width, strip) last drawn
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self._update()
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen) -> None:
+        self.call_after_refresh(self._update)  # once focus has settled
+
+    def _update(self) -> None:
         try:
             screen = self.screen
         except NoScreen:
             return  # its screen was popped meanwhile
         if not self.is_attached or not screen.is_current:
             return  # being popped or covered: when it is current again its bindings are signalled again
-        shown = tuple((key, b.binding.description, b.binding.key_display, b.enabled, b.tooltip)
-                      for key, b in screen.active_bindings.items() if b.binding.show)
-        if shown == self._shown:
-            return
-        self._shown = shown
-        await super().recompose()
+        app = self.app
+        shown: dict[str, tuple[str, str, str, bool]] = {}  # action -> its first binding shown, as Footer does
+        palette = None
+        for key, active in screen.active_bindings.items():
+            binding = active.binding
+            item = (key, app.get_key_display(binding), binding.description, active.enabled)
+            if key == app.COMMAND_PALETTE_BINDING and app.ENABLE_COMMAND_PALETTE:
+                palette = item
+            elif binding.show:
+                shown.setdefault(binding.action, item)
+        if (tuple(shown.values()), palette) != (self._shown, self._palette):
+            self._shown, self._palette = tuple(shown.values()), palette
+            self._line = None
+            self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._line = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._line is None or self._line[0] != width:
+            self._line = (width, self._draw(width))
+        return self._line[1]
+
+    def _draw(self, width: int) -> Strip:
+        base = self.rich_style
+        key_style = base + self.get_component_rich_style("key-footer--key")
+        description_style = base + self.get_component_rich_style("key-footer--description")
+        dim = Style(dim=True)
+        right: list[Segment] = []
+        if self._palette is not None:
+            _, display, description, _ = self._palette
+            right = [Segment("▏", base + self.get_component_rich_style("key-footer--separator")),
+                     Segment(display, key_style), Segment(" " + description, description_style), Segment(" ", base)]
+        room = width - sum(s.cell_length for s in right)
+        left: list[Segment] = []
+        self._spans = []
+        x = 0
+        for key, display, description, enabled in self._shown:
+            segments = [Segment(f" {display} ", key_style), Segment(f"{description} ", description_style)]
+            if not enabled:
+                segments = [Segment(s.text, s.style + dim) for s in segments]
+            end = x + sum(s.cell_length for s in segments)
+            self._spans.append((x, min(end, room), key, enabled))
+            left += segments
+            x = end
+        if self._palette is not None:
+            self._spans.append((room, width, self._palette[0], self._palette[3]))
+        keys = Strip(left, x).crop_extend(0, max(0, room), base)  # the keys that do not fit are cut, as in Footer
+        return Strip([*keys, *right]).crop(0, width)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        for start, end, key, enabled in self._spans:
+            if start <= event.x < end:
+                if enabled:
+                    self.app.simulate_key(key)
+                else:
+                    self.app.bell()
+                return
 
 
 def with_key_footer(screen_class: type[Screen]) -> type[Screen]:
-    """``screen_class`` with its Footer swapped for a KeyFooter (same look; its CSS type name is unchanged)."""
+    """``screen_class`` with its Footer swapped for a KeyFooter (same look)."""
 
     class Light(screen_class):  # type: ignore[misc, valid-type]
         def compose(self) -> Iterator[Widget]:

@@ -1,8 +1,10 @@
 """The problem grid: a light line-API widget (not a DataTable) whose rows are keyed by problem key.
 
-Only the visible lines are ever rendered, one strip per line, from a cache keyed by the row's cells and style
-variant: a poll that changes a row re-renders that row alone (and only when it is on screen), where a DataTable
-drops its whole render cache on any cell update. The header line stays put; the key column is the fixed one."""
+Only the visible lines are ever rendered, one strip per line, from a cache holding each row's last strip with the
+cells and style variant it was drawn from: a poll that changes a row re-renders that row alone (and only when it is
+on screen), where a DataTable drops its whole render cache on any cell update. The cache holds one strip per
+problem at most, so it stays as large as the grid however long the run goes on (the age column changes every
+second). The header line stays put; the key column is the fixed one."""
 
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ NARROW = 110  # below this width the subset column is left out (the key holds it
 _WIDTHS = {"key": None, "subset": 10, "priority": 3, "status": 9, "agents": 2, "attempts": 4, "speedup": 7,
            "sol": 13, "change": 4}
 _LABELS = dict(GRID_COLUMNS)
-_STRIPS_KEPT = 4000  # cached row strips (a row has at most a few variants: zebra parity, cursor)
 
 # row variants
 _EVEN, _ODD, _CURSOR = 0, 1, 2
@@ -95,7 +96,7 @@ class ProblemGrid(ScrollView, can_focus=True):
         self._columns: tuple[str, ...] = ()
         self._key_width = 12
         self.cursor_row = 0
-        self._strips: dict[tuple, Strip] = {}
+        self._strips: dict[str, tuple[tuple[str, ...], int, Strip]] = {}  # row key -> (cells, variant, strip)
         self._styles: dict[str, Style] | None = None
         self._layout: tuple[int, tuple[int, ...]] | None = None  # (widget width, column widths)
         self._header: Strip | None = None
@@ -301,18 +302,17 @@ class ProblemGrid(ScrollView, can_focus=True):
         order = self._order or ()
         if row >= len(order):
             return Strip.blank(width, self._style("base"))
-        cells = self._cells[order[row]]
+        key = order[row]
+        cells = self._cells[key]
         variant = _CURSOR if row == self.cursor_row else (_ODD if row % 2 else _EVEN)
-        cache_key = (cells, variant)
-        strip = self._strips.get(cache_key)
-        if strip is None:
-            if variant == _CURSOR:
-                fixed, rest = self._style("problem-grid--fixed-cursor"), self._style("problem-grid--cursor")
-            else:
-                rest = self._style("problem-grid--odd-row" if variant == _ODD else "problem-grid--even-row")
-                fixed = rest + self.get_component_rich_style("problem-grid--fixed")
-            strip = self._line(cells, widths, fixed, rest, width)
-            if len(self._strips) >= _STRIPS_KEPT:
-                self._strips.clear()
-            self._strips[cache_key] = strip
+        cached = self._strips.get(key)
+        if cached is not None and cached[0] == cells and cached[1] == variant:
+            return cached[2]
+        if variant == _CURSOR:
+            fixed, rest = self._style("problem-grid--fixed-cursor"), self._style("problem-grid--cursor")
+        else:
+            rest = self._style("problem-grid--odd-row" if variant == _ODD else "problem-grid--even-row")
+            fixed = rest + self.get_component_rich_style("problem-grid--fixed")
+        strip = self._line(cells, widths, fixed, rest, width)
+        self._strips[key] = (cells, variant, strip)
         return strip

@@ -10,6 +10,7 @@ the header (``{"outputs": {name: entry}}``), then the data. A tensor's entry is 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -24,35 +25,41 @@ class ExchangeError(Exception):
 
 
 def write_outputs(produced: dict[str, Any], path: Path) -> int:
-    """Write the outputs (tensors copied to the host) to ``path``; returns the bytes written."""
+    """Write the outputs to ``path``, each tensor copied from its device straight into the mapped file; returns the
+    bytes written."""
     import torch
 
     from core.problem.dtypes import TORCH_DTYPES
 
     entries: dict[str, dict[str, Any]] = {}
-    blobs: list[Any] = []
+    sources: list[tuple[int, Any]] = []  # (offset in the data, the tensor's bytes on its device)
     offset = 0
     for name, value in produced.items():
         if isinstance(value, torch.Tensor) and str(value.dtype).removeprefix("torch.") not in TORCH_DTYPES:
             entries[name] = {"other": f"tensor of {value.dtype}"}
         elif isinstance(value, torch.Tensor):
-            flat = value.detach().reshape(-1).contiguous().to("cpu")
-            data = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+            data = value.detach().reshape(-1).contiguous().view(torch.uint8)
             entries[name] = {"dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
                              "offset": offset, "nbytes": data.numel()}
-            blobs.append(data)
+            if data.numel():
+                sources.append((offset, data))
             offset += data.numel()
         elif isinstance(value, (bool, int, float)):
             entries[name] = {"value": value}
         else:
             entries[name] = {"other": type(value).__name__}
     header = json.dumps({"outputs": entries}).encode()
-    with open(path, "wb") as handle:
+    data_start = HEADER_LENGTH.size + len(header)
+    with open(path, "w+b") as handle:
         handle.write(HEADER_LENGTH.pack(len(header)))
         handle.write(header)
-        for data in blobs:
-            handle.write(data.numpy().data)
-    return HEADER_LENGTH.size + len(header) + offset
+        handle.truncate(data_start + offset)
+        if offset:
+            with mmap.mmap(handle.fileno(), data_start + offset) as mapped:
+                for start, data in sources:
+                    torch.frombuffer(mapped, dtype=torch.uint8, count=data.numel(),
+                                     offset=data_start + start).copy_(data)
+    return data_start + offset
 
 
 def read_outputs(path: str | os.PathLike, device) -> dict[str, Any]:
@@ -77,23 +84,33 @@ def read_outputs(path: str | os.PathLike, device) -> dict[str, Any]:
         entries = header.get("outputs") if isinstance(header, dict) else None
         if not isinstance(entries, dict):
             raise ExchangeError("header has no outputs mapping")
-        produced: dict[str, Any] = {}
-        for name, entry in entries.items():
-            if not isinstance(entry, dict):
-                raise ExchangeError(f"output {name}: entry is not a mapping")
-            if "value" in entry:
-                value = entry["value"]
-                if not isinstance(value, (bool, int, float)):
-                    raise ExchangeError(f"output {name}: value is not a number")
-                produced[name] = value
-            elif "other" in entry:
-                produced[name] = f"<{entry['other']}>"
-            else:
-                produced[name] = _read_tensor(handle, name, entry, data_start, size, TORCH_DTYPES, device, torch)
+        # A private (copy-on-write) mapping: tensors are read from the file's pages without a copy in between.
+        mapped = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY) if size > data_start else None
+        try:
+            return _entries(entries, mapped, data_start, size, TORCH_DTYPES, torch.device(device), torch)
+        finally:
+            if mapped is not None:
+                mapped.close()
+
+
+def _entries(entries: dict[str, Any], mapped, data_start: int, size: int, dtypes, device, torch) -> dict[str, Any]:
+    produced: dict[str, Any] = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            raise ExchangeError(f"output {name}: entry is not a mapping")
+        if "value" in entry:
+            value = entry["value"]
+            if not isinstance(value, (bool, int, float)):
+                raise ExchangeError(f"output {name}: value is not a number")
+            produced[name] = value
+        elif "other" in entry:
+            produced[name] = f"<{entry['other']}>"
+        else:
+            produced[name] = _read_tensor(mapped, name, entry, data_start, size, dtypes, device, torch)
     return produced
 
 
-def _read_tensor(handle, name: str, entry: dict[str, Any], data_start: int, size: int, dtypes, device, torch):
+def _read_tensor(mapped, name: str, entry: dict[str, Any], data_start: int, size: int, dtypes, device, torch):
     dtype = dtypes.get(entry.get("dtype"))
     shape, offset, nbytes = entry.get("shape"), entry.get("offset"), entry.get("nbytes")
     if dtype is None:
@@ -107,10 +124,8 @@ def _read_tensor(handle, name: str, entry: dict[str, Any], data_start: int, size
         elements *= d
     if elements * torch.empty(0, dtype=dtype).element_size() != nbytes:
         raise ExchangeError(f"output {name}: {nbytes} bytes do not hold shape {shape} of {entry['dtype']}")
-    buffer = bytearray(nbytes)
-    handle.seek(data_start + offset)
-    if handle.readinto(buffer) != nbytes:
-        raise ExchangeError(f"output {name}: truncated data")
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    return torch.frombuffer(buffer, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
+    view = torch.frombuffer(mapped, dtype=torch.uint8, count=nbytes, offset=data_start + offset)
+    tensor = view.view(dtype).reshape(shape)
+    return tensor.clone() if device.type == "cpu" else tensor.to(device)

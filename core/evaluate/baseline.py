@@ -206,10 +206,8 @@ def measure_workload(problem: Problem, index: int, device, policy: TimingPolicy 
     a compile was tried elsewhere and failed (e.g. the judge was killed during it), so the cached entry is final.
     ``compile_fn`` stands in for ``torch.compile`` (tests).
     """
-    device, about, workload = _start(problem, index, device, policy, input_sets, try_compile, compile_attempted)
-    if workload.unavailable:
-        return WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}"), False
-    made = _make_sets(problem, workload, device, reference, input_sets, about)
+    device, about, workload, made = _begin(problem, index, device, policy, reference, input_sets, try_compile,
+                                           compile_attempted)
     if isinstance(made, WorkloadBaseline):
         return made, False
     sets, reference, expected = made
@@ -247,10 +245,8 @@ def prepare_workload(problem: Problem, index: int, device, policy: TimingPolicy,
     """The untimed half of measuring T_b: ``(prepared, abandoned)``, or ``(result, False)`` when there is nothing
     to time (the workload is unavailable, or its inputs or the eager reference failed). ``abandoned``: the compile
     outlived its bound and its thread still runs, so this process must not time anything."""
-    device, about, workload = _start(problem, index, device, policy, input_sets, try_compile, compile_attempted)
-    if workload.unavailable:
-        return WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}"), False
-    made = _make_sets(problem, workload, device, reference, input_sets, about)
+    device, about, workload, made = _begin(problem, index, device, policy, reference, input_sets, try_compile,
+                                           compile_attempted)
     if isinstance(made, WorkloadBaseline):
         return made, False
     sets, reference, expected = made
@@ -276,20 +272,24 @@ def time_prepared(prepared: PreparedBaseline, device, policy: TimingPolicy) -> W
     return _time_compiled(result, prepared.compiled, prepared.sets, device, policy)
 
 
-def _start(problem: Problem, index: int, device, policy: TimingPolicy, input_sets: int, try_compile: bool,
-           compile_attempted: bool | None):
+def _begin(problem: Problem, index: int, device, policy: TimingPolicy, reference, input_sets: int,
+           try_compile: bool, compile_attempted: bool | None):
+    """``(device, what every result records, workload, made)``; ``made`` is ``(input sets, reference module, eager
+    output of the first set)``, or a failed WorkloadBaseline."""
     import torch
 
     device = torch.device(device)
-    about = dict(index=index, uuid=problem.workloads[index].uuid, device_name=device_name(device),
+    workload = problem.workloads[index]
+    about = dict(index=index, uuid=workload.uuid, device_name=device_name(device),
                  torch_version=torch.__version__, policy=asdict(policy), input_sets=input_sets,
                  measured_at=time.time(),
                  compile_attempted=try_compile if compile_attempted is None else compile_attempted)
-    return device, about, problem.workloads[index]
+    if workload.unavailable:
+        return device, about, workload, WorkloadBaseline(**about, error=f"workload unavailable: {workload.unavailable}")
+    return device, about, workload, _make_sets(problem, workload, device, reference, input_sets, about)
 
 
 def _make_sets(problem: Problem, workload, device, reference, input_sets: int, about: dict[str, Any]):
-    """``(input sets, reference module, eager output of the first set)``, or a failed WorkloadBaseline."""
     import torch
 
     from core.problem.inputs import make_inputs

@@ -378,8 +378,8 @@ class EvaluationPool:
                                              tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
             except WorkerGone as gone:
                 slot.replace_baseliner()
-                if message["compile"]:  # most likely the compile: try once more without it
-                    compile_failure = f"torch.compile: the baseline process was lost ({gone.reason}); eager used"
+                compile_failure = _lost_while_compiling(message, "the baseline process", gone)
+                if compile_failure:
                     continue
                 return {"status": "error", "reason": f"baseline process: {gone.reason}"}
             if ready.get("restart") or ready.get("fatal"):
@@ -422,8 +422,8 @@ class EvaluationPool:
                                                      tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
                 except WorkerGone as gone:
                     slot.replace_judge()
-                    if message["compile"]:  # most likely the compile: try once more without it
-                        compile_failure = f"torch.compile: the judge was lost ({gone.reason}); eager used"
+                    compile_failure = _lost_while_compiling(message, "the judge", gone)
+                    if compile_failure:
                         continue
                     reply = {"status": "error", "reason": f"judge: {gone.reason}"}
                 if reply.get("fatal") or reply.get("restart"):
@@ -544,6 +544,12 @@ class EvaluationPool:
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
         return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
+
+
+def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGone) -> str:
+    """The reason to record when a process measuring T_b was lost with torch.compile on (most likely the compile:
+    it is asked again without), else ""."""
+    return f"torch.compile: {process} was lost ({gone.reason}); eager used" if message["compile"] else ""
 
 
 # Above this, a workload's T_b is measured by the judge under the gate rather than by a third process beside a

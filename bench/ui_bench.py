@@ -10,10 +10,11 @@ app, headless, polling every 0.5 s in its thread) runs against it in this proces
 Latency: ``--presses`` key presses through Textual's Pilot, cycling down/up (cursor moves), ``s`` (re-sort all 235
 rows), ``space`` (a control written to the store), ``+`` and ``enter``/``escape`` (open and close a problem's detail).
 Each is timed from sending the key (the driver's message, as Pilot's press does) until every widget of the screen
-has processed its pending messages (Pilot's wait for the screen, repeated until the key's action has run and a
-screen it pushed or uncovered has mounted: ``--timing pilot`` waits once, as the first version did, which let the
-detail's mount after ``enter`` be billed to the next key) and the screen has rendered its updates (the refresh
-Pilot forces in a pause). Pilot's press itself is not timed: it also waits for the whole process to look
+has processed its pending messages (Pilot's wait for the screen, three times; for ``enter`` and ``escape``, repeated
+until the screen they switch to is current, then once more for its mount and resume: ``--timing pilot`` waits once,
+as the first version did) and the screen has rendered its updates (the refresh Pilot forces in a pause). An earlier
+version stopped waiting when a round still found the old screen current, which billed the detail's mount and first
+draw after ``enter`` to nobody (they ran in the pause before the next key). Pilot's press itself is not timed: it also waits for the whole process to look
 idle by CPU time, which takes ≥ 20 ms by design. p50 / p95 per key and overall.
 
 Memory: for ``--seconds`` the writer keeps going while the bench flips between the grid, the log and the detail

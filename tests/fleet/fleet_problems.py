@@ -27,7 +27,10 @@ SEEDS = {
 }
 
 
-def seed_solution(name: str, chunk: int = 1) -> dict:
+CHUNKS = (1, 8, 64, 512)
+
+
+def seed_solution(name: str, chunk: int = 1, chunks: tuple[int, ...] = CHUNKS) -> dict:
     body = SEEDS[name]
     main = f'''import torch
 from kernelfleet_tunables import CHUNK
@@ -43,11 +46,12 @@ def run(x, w, out):
                  "destination_passing_style": True},
         "sources": [{"path": "main.py", "content": main},
                     {"path": "tunables.json",
-                     "content": format_tunables(Tunables({"CHUNK": (1, 8, 64, 512)}, {"CHUNK": chunk}))}],
+                     "content": format_tunables(Tunables({"CHUNK": chunks}, {"CHUNK": chunk}))}],
     }
 
 
-def write_problems(root: Path, names=tuple(REFERENCES)) -> list[Path]:
+def write_problems(root: Path, names=tuple(REFERENCES), chunks: tuple[int, ...] = CHUNKS) -> list[Path]:
+    """The problems, each with a shipped seed whose CHUNK ranges over ``chunks`` (more values: longer tuning)."""
     folders = []
     for name in names:
         description, reference = REFERENCES[name]
@@ -66,7 +70,7 @@ def write_problems(root: Path, names=tuple(REFERENCES)) -> list[Path]:
                   "inputs": {"x": {"type": "random"}, "w": {"type": "random"}},
                   "tolerance": {"max_atol": 1e-4, "max_rtol": 1e-4}} for rows in (256, 1024)]
         (folder / "workload.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-        (folder / "solutions" / "seed_torch.json").write_text(json.dumps(seed_solution(name), indent=2))
+        (folder / "solutions" / "seed_torch.json").write_text(json.dumps(seed_solution(name, chunks=chunks), indent=2))
         folders.append(folder)
     return folders
 

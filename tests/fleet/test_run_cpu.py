@@ -105,8 +105,8 @@ def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(tmp_pat
 
 
 def test_controls_written_by_another_process_apply_within_a_tick(tmp_path):
-    write_problems(tmp_path / "problems")
-    # One tuner, a slow search (many trials): the run lasts long enough to be steered.
+    # One tuner, a slow search (many trials in a space they cannot exhaust): the run lasts until it is stopped.
+    write_problems(tmp_path / "problems", chunks=tuple(range(1, 257)))
     config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1},
                           tuner={"trials_per_problem": 40}, planner={"tick_s": 0.3})
     run_dir = tmp_path / "run"

@@ -17,7 +17,7 @@ from core.store.queries import Queries
 
 Clock = Callable[[], float]
 
-DONE_STATUSES = ("plateaued", "over budget", "failed")
+DONE_STATUSES = ("done", "plateaued", "over budget", "failed")  # core.planner.model: no agent works on these
 METRICS_KEPT = 120  # metric samples kept for the sparkline
 CONTROLS_KEPT = 50
 

@@ -1,10 +1,11 @@
 """The pure model: formatting, sorting, filtering, bars, histograms and side-by-side diffs."""
 
 import math
+from dataclasses import replace
 
 from core.store import RunReader
-from tui.model import (SORTS, DiffView, Poller, fmt_ago, grid_rows, histogram, side_by_side, sol_bar, sort_problems,
-                       filter_problems, sparkline)
+from tui.model import (SORTS, DiffView, Poller, done_count, fmt_ago, grid_rows, histogram, side_by_side, sol_bar,
+                       sort_problems, filter_problems, sparkline)
 from tui_store import NOW
 
 
@@ -29,6 +30,16 @@ def test_fmt_ago():
     assert fmt_ago(None, 10) == "—"
     assert fmt_ago(5, 17) == "12s"
     assert fmt_ago(0, 3 * 3600 + 5) == "3h"
+
+
+def test_the_header_counts_every_finished_status_as_done(run_dir):
+    with RunReader(run_dir) as reader:
+        problems = Poller(reader, "demo-run", lambda: NOW).poll()[0].problems
+    finished = ("done", "plateaued", "over budget", "failed")
+    statuses = ["done", "plateaued", "over budget", "failed", "active", "waiting", "paused"]
+    rows = [replace(p, status=statuses[i % len(statuses)]) for i, p in enumerate(problems)]
+    assert done_count(rows) == sum(r.status in finished for r in rows) > 0
+    assert done_count([replace(p, status="done") for p in problems]) == len(problems)
 
 
 def test_sort_filter_and_grid_rows(run_dir):

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None,
 
 
 def test_watcher_keys_pause_and_reprioritize_a_running_run(tmp_path):
-    write_problems(tmp_path / "problems")
+    write_problems(tmp_path / "problems", chunks=tuple(range(1, 257)))  # tuning that lasts until the test ends
     config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1}, tuner={"trials_per_problem": 40},
                           planner={"tick_s": 0.3})
     run_dir = tmp_path / "run"

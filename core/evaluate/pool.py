@@ -473,20 +473,34 @@ class EvaluationPool:
     def _exchange_parent(self, job: EvalJob, indices: Sequence[int]) -> Path:
         """Outputs reach the judge as files: in memory (/dev/shm) when one workload's files fit there easily (they
         are deleted after each workload), else on disk in the pool's folder."""
-        from core.roofline.counting import analytic_io_bytes
-
         if not SHARED_MEMORY.is_dir():
             return self._root
         try:
-            largest = max((analytic_io_bytes(job.problem, job.problem.workloads[i])[1] for i in indices), default=0)
+            largest = max((_exchange_bytes(job, i) for i in indices), default=0)
             free = shutil.disk_usage(SHARED_MEMORY).free
         except (OSError, KeyError, ValueError):
             return self._root
-        files = 2 * job.rounds + 1  # a file per round, and one per timing buffer (at most rounds + 1)
-        return SHARED_MEMORY if largest * files <= min(SHARED_MEMORY_MAX_BYTES, free // 4) else self._root
+        return SHARED_MEMORY if largest <= min(SHARED_MEMORY_MAX_BYTES, free // 4) else self._root
+
+    @staticmethod
+    def _no_room(job: EvalJob, index: int, exchange: Path) -> str:
+        """Why one workload's outputs cannot be handed over through ``exchange`` without filling its disk (which
+        would break builds and the run's store too), or ""."""
+        try:
+            needed = _exchange_bytes(job, index)
+            free = shutil.disk_usage(exchange).free
+        except (OSError, KeyError, ValueError):
+            return ""
+        if needed + EXCHANGE_RESERVE_BYTES <= free:
+            return ""
+        return (f"its outputs need up to {needed / 2**30:.1f} GiB in the exchange folder {exchange.parent}, which "
+                f"has {free / 2**30:.1f} GiB free (keeping {EXCHANGE_RESERVE_BYTES >> 30} GiB spare); not run")
 
     async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
                                  exchange: Path, common: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
+        no_room = self._no_room(job, index, exchange)
+        if no_room:
+            return WorkloadVerdict(index, Status.RUNTIME_ERROR, no_room), False
         phases: dict[str, float] = {}
         began = time.monotonic()
         try:
@@ -546,6 +560,13 @@ class EvaluationPool:
         return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
 
 
+def _exchange_bytes(job: EvalJob, index: int) -> int:
+    """The most one workload's output files take: a file per round, and one per timing buffer (at most rounds + 1)."""
+    from core.roofline.counting import analytic_io_bytes
+
+    return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * (2 * job.rounds + 1)
+
+
 def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGone) -> str:
     """The reason to record when a process measuring T_b was lost with torch.compile on (most likely the compile:
     it is asked again without), else ""."""
@@ -555,6 +576,7 @@ def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGon
 # Above this, a workload's T_b is measured by the judge under the gate rather than by a third process beside a
 # running candidate (input and output bytes, times the input sets plus one).
 SEPARATE_BASELINE_MAX_BYTES = 8 << 30
+EXCHANGE_RESERVE_BYTES = 2 << 30
 SHARED_MEMORY = Path("/dev/shm")
 SHARED_MEMORY_MAX_BYTES = 1 << 30  # per workload
 

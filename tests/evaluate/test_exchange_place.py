@@ -27,3 +27,21 @@ def test_small_outputs_go_through_memory_and_large_ones_through_disk(monkeypatch
         assert pool._exchange_parent(job, (0,)) == pool._root
     finally:
         pool.close()
+
+
+def test_a_workload_whose_outputs_would_fill_the_disk_is_not_run(monkeypatch, cpu_pool, rmsnorm_problem):
+    """The check happens before the candidate runs: a clear RUNTIME_ERROR, and the disk (builds, the store) is
+    left alone."""
+    from evaluate_support import HONEST_DPS, python_solution
+
+    real = pool_module.shutil.disk_usage
+
+    def nearly_full(path):
+        usage = real(path)
+        return usage._replace(free=pool_module.EXCHANGE_RESERVE_BYTES + 1000)
+
+    monkeypatch.setattr(pool_module.shutil, "disk_usage", nearly_full)
+    verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(HONEST_DPS), workloads=(1,))
+    assert verdict.status.value == "RUNTIME_ERROR"
+    assert "exchange folder" in verdict.reason and "GiB free" in verdict.reason and "not run" in verdict.reason
+    assert verdict.workloads[0].timing is None

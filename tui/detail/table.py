@@ -11,28 +11,18 @@ from collections.abc import Sequence
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
-from rich.style import Style
-from textual import events
 from textual.binding import Binding
-from textual.geometry import Region, Size
-from textual.message import Message
-from textual.scroll_view import ScrollView
+from textual.geometry import Size
 from textual.strip import Strip
+
+from tui.rows import ROW_BINDINGS, CursorRows
 
 # a row's look -> its component class
 _VARIANTS = {"even": "line-table--even-row", "odd": "line-table--odd-row", "cursor": "line-table--cursor"}
 
 
-class LineTable(ScrollView, can_focus=True):
-    BINDINGS = [
-        Binding("enter", "select_cursor", "select", show=False),
-        Binding("up", "cursor_up", "up", show=False),
-        Binding("down", "cursor_down", "down", show=False),
-        Binding("pageup", "page_up", "page up", show=False),
-        Binding("pagedown", "page_down", "page down", show=False),
-        Binding("home", "first", "first", show=False),
-        Binding("end", "last", "last", show=False),
-    ]
+class LineTable(CursorRows, can_focus=True):
+    BINDINGS = [Binding("enter", "select_cursor", "select", show=False), *ROW_BINDINGS]
     COMPONENT_CLASSES = {"line-table--header", "line-table--even-row", "line-table--odd-row", "line-table--cursor"}
     DEFAULT_CSS = """
     LineTable {
@@ -62,30 +52,16 @@ class LineTable(ScrollView, can_focus=True):
     }
     """
 
-    class RowSelected(Message):
-        """Enter (or a click on the cursor row) on a row of a table with a cursor."""
-
-        def __init__(self, table: LineTable, key: str):
-            super().__init__()
-            self.table = table
-            self.key = key
-
-        @property
-        def control(self) -> LineTable:
-            return self.table
-
     def __init__(self, columns: Sequence[str], *, cursor: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.columns = tuple(columns)
         self.show_cursor = cursor
-        self.cursor_row = 0
         self._keys: list[str] = []
         self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
         self._widths = [cell_len(c) for c in self.columns]  # grow with the widest cell, as a DataTable's do
         self._strips: dict[str, tuple[tuple[str, ...], str, Strip]] = {}  # row key -> (cells, variant, strip)
         self._header: Strip | None = None
-        self._styles: dict[str, Style] | None = None
         self._resize()
 
     # ------------------------------------------------------------ rows
@@ -135,75 +111,6 @@ class LineTable(ScrollView, can_focus=True):
     def _resize(self) -> None:
         self.virtual_size = Size(sum(w + 2 for w in self._widths), len(self._keys) + 1)
 
-    # ------------------------------------------------------------ cursor
-
-    def move_cursor(self, row: int) -> None:
-        if not self._keys or not self.show_cursor:
-            return
-        row = max(0, min(row, len(self._keys) - 1))
-        old, self.cursor_row = self.cursor_row, row
-        self._scroll_to_cursor()
-        self._refresh_row(old)
-        self._refresh_row(row)
-
-    def _refresh_row(self, row: int) -> None:
-        line = row - int(self.scroll_y) + 1
-        if 1 <= line < self.scrollable_content_region.height:
-            self.refresh(Region(0, line, self.scrollable_content_region.width, 1))
-
-    def _scroll_to_cursor(self) -> None:
-        visible = self.scrollable_content_region.height - 1
-        if visible < 1:
-            if self.is_mounted:
-                self.call_after_refresh(self._scroll_to_cursor)
-            return
-        top = int(self.scroll_y)
-        if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
-        elif self.cursor_row >= top + visible:
-            self.scroll_to(y=self.cursor_row - visible + 1, animate=False, immediate=True)
-
-    def _page(self) -> int:
-        return max(1, self.scrollable_content_region.height - 2)
-
-    def _step(self, by: int) -> None:
-        if self.show_cursor:
-            self.move_cursor(self.cursor_row + by)
-        else:
-            self.scroll_to(y=self.scroll_y + by, animate=False)
-
-    def action_cursor_up(self) -> None:
-        self._step(-1)
-
-    def action_cursor_down(self) -> None:
-        self._step(1)
-
-    def action_page_up(self) -> None:
-        self._step(-self._page())
-
-    def action_page_down(self) -> None:
-        self._step(self._page())
-
-    def action_first(self) -> None:
-        self._step(-self.row_count)
-
-    def action_last(self) -> None:
-        self._step(self.row_count)
-
-    def action_select_cursor(self) -> None:
-        key = self.selected_key
-        if key is not None:
-            self.post_message(self.RowSelected(self, key))
-
-    def on_click(self, event: events.Click) -> None:
-        row = int(self.scroll_y) + event.y - 1
-        if event.y < 1 or row >= self.row_count or not self.show_cursor:
-            return
-        if row == self.cursor_row:
-            self.action_select_cursor()
-        else:
-            self.move_cursor(row)
-
     # ------------------------------------------------------------ rendering
 
     def _forget_render(self) -> None:
@@ -211,28 +118,7 @@ class LineTable(ScrollView, can_focus=True):
         self._styles = None
         self._header = None
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._forget_render()
-        self.refresh()
-
-    def on_focus(self) -> None:
-        self._forget_render()
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._forget_render()
-        self.refresh()
-
-    def _style(self, name: str) -> Style:
-        if self._styles is None:
-            base = self.rich_style
-            self._styles = {"base": base}
-            for component in self.COMPONENT_CLASSES:
-                self._styles[component] = base + self.get_component_rich_style(component)
-        return self._styles[name]
-
-    def _line(self, cells: Sequence[str], style: Style) -> Strip:
+    def _line(self, cells: Sequence[str], style) -> Strip:
         text = "".join(" " + set_cell_size(c, w) + " " for c, w in zip(cells, self._widths))
         return Strip([Segment(text, style)], cell_len(text))
 

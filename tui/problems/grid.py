@@ -11,14 +11,12 @@ from __future__ import annotations
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
-from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.model import GRID_COLUMNS
+from tui.rows import ROW_BINDINGS, CursorRows
 
 NARROW = 110  # below this width the subset column is left out (the key holds it)
 
@@ -31,16 +29,8 @@ _LABELS = dict(GRID_COLUMNS)
 _EVEN, _ODD, _CURSOR = 0, 1, 2
 
 
-class ProblemGrid(ScrollView, can_focus=True):
-    BINDINGS = [
-        Binding("enter", "select_cursor", "detail", show=True),
-        Binding("up", "cursor_up", "up", show=False),
-        Binding("down", "cursor_down", "down", show=False),
-        Binding("pageup", "page_up", "page up", show=False),
-        Binding("pagedown", "page_down", "page down", show=False),
-        Binding("home", "first", "first", show=False),
-        Binding("end", "last", "last", show=False),
-    ]
+class ProblemGrid(CursorRows, can_focus=True):
+    BINDINGS = [Binding("enter", "select_cursor", "detail", show=True), *ROW_BINDINGS]
     COMPONENT_CLASSES = {"problem-grid--header", "problem-grid--fixed", "problem-grid--fixed-cursor",
                          "problem-grid--even-row", "problem-grid--odd-row", "problem-grid--cursor"}
     DEFAULT_CSS = """
@@ -75,18 +65,6 @@ class ProblemGrid(ScrollView, can_focus=True):
     }
     """
 
-    class RowSelected(Message):
-        """Enter (or a click on the cursor row) on a problem."""
-
-        def __init__(self, grid: ProblemGrid, key: str):
-            super().__init__()
-            self.grid = grid
-            self.key = key
-
-        @property
-        def control(self) -> ProblemGrid:
-            return self.grid
-
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._order: list[str] | None = None
@@ -95,9 +73,7 @@ class ProblemGrid(ScrollView, can_focus=True):
         self._narrow: bool | None = None
         self._columns: tuple[str, ...] = ()
         self._key_width = 12
-        self.cursor_row = 0
         self._strips: dict[str, tuple[tuple[str, ...], int, Strip]] = {}  # row key -> (cells, variant, strip)
-        self._styles: dict[str, Style] | None = None
         self._layout: tuple[int, tuple[int, ...]] | None = None  # (widget width, column widths)
         self._header: Strip | None = None
 
@@ -183,73 +159,6 @@ class ProblemGrid(ScrollView, can_focus=True):
             lo, hi = min(dirty), max(dirty)
             self.refresh(Region(0, lo, width, hi - lo + 1))  # one region: one repaint of those lines
 
-    # ------------------------------------------------------------ cursor
-
-    def move_cursor(self, row: int, scroll: bool = True) -> None:
-        if not self._order:
-            return
-        row = max(0, min(row, len(self._order) - 1))
-        old, self.cursor_row = self.cursor_row, row
-        if scroll:
-            self._scroll_to_cursor()
-        self._refresh_row(old)
-        self._refresh_row(row)
-
-    def _refresh_row(self, row: int) -> None:
-        line = row - int(self.scroll_y) + 1
-        if 1 <= line < self.scrollable_content_region.height:
-            self.refresh(Region(0, line, self.scrollable_content_region.width, 1))
-
-    def _scroll_to_cursor(self) -> None:
-        visible = self.scrollable_content_region.height - 1
-        if visible < 1:
-            if self.is_mounted:
-                self.call_after_refresh(self._scroll_to_cursor)
-            return
-        top = int(self.scroll_y)
-        row = self.cursor_row
-        if row < top:
-            self.scroll_to(y=row, animate=False, immediate=True)
-        elif row >= top + visible:
-            self.scroll_to(y=row - visible + 1, animate=False, immediate=True)
-
-    def _page(self) -> int:
-        return max(1, self.scrollable_content_region.height - 2)
-
-    def action_cursor_up(self) -> None:
-        self.move_cursor(self.cursor_row - 1)
-
-    def action_cursor_down(self) -> None:
-        self.move_cursor(self.cursor_row + 1)
-
-    def action_page_up(self) -> None:
-        self.move_cursor(self.cursor_row - self._page())
-
-    def action_page_down(self) -> None:
-        self.move_cursor(self.cursor_row + self._page())
-
-    def action_first(self) -> None:
-        self.move_cursor(0)
-
-    def action_last(self) -> None:
-        self.move_cursor(self.row_count - 1)
-
-    def action_select_cursor(self) -> None:
-        key = self.selected_key
-        if key is not None:
-            self.post_message(self.RowSelected(self, key))
-
-    def on_click(self, event: events.Click) -> None:
-        if event.y < 1:
-            return
-        row = int(self.scroll_y) + event.y - 1
-        if row >= self.row_count:
-            return
-        if row == self.cursor_row:
-            self.action_select_cursor()
-        else:
-            self.move_cursor(row, scroll=False)
-
     # ------------------------------------------------------------ rendering
 
     def _forget_render(self) -> None:
@@ -258,31 +167,10 @@ class ProblemGrid(ScrollView, can_focus=True):
         self._layout = None
         self._header = None
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._forget_render()
-        self.refresh()
-
-    def on_focus(self) -> None:
-        self._forget_render()
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._forget_render()
-        self.refresh()
-
     def on_resize(self) -> None:
         self._layout = None
         self._header = None
         self._strips.clear()
-
-    def _style(self, name: str) -> Style:
-        if self._styles is None:
-            base = self.rich_style
-            self._styles = {"base": base}
-            for component in self.COMPONENT_CLASSES:
-                self._styles[component] = base + self.get_component_rich_style(component)
-        return self._styles[name]
 
     def _line(self, texts: tuple[str, ...], widths: tuple[int, ...], fixed: Style, rest: Style, width: int) -> Strip:
         first = " " + set_cell_size(texts[0], widths[0]) + " " if texts else ""

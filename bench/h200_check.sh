@@ -7,13 +7,17 @@
 # through $KERNELFLEET_SOL_EXECBENCH.
 set -uo pipefail
 OUT=${OUT:-./h200-out}
+wheels() {  # what `pip install .` brings beyond the machine's own packages (optuna, textual, openai...), from .whl
+  flock /tmp/site.lock bash -c '[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps \
+    --no-compile --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }'
+  export PYTHONPATH=/tmp/site:$PWD
+}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 part=$1; shift
 case $part in
   tests)
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl  # optuna, textual...
-    export PYTHONPATH=/tmp/site:$PWD
+    wheels
     timeout "${LIMIT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/evaluate tests/cli tests/solution \
       tests/problem tests/roofline 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
   refs)
@@ -22,6 +26,7 @@ case $part in
       --workloads first-last --no-baseline --rounds 1 --quick --out "$OUT/refs.jsonl" > "$OUT/refs.txt" 2>&1
     tail -5 "$OUT/refs.txt" ;;
   readme)
+    wheels
     p=problems/norm/001_rmsnorm_llama3_1_8b
     timeout 120 python3 -m cli.main eval $p --solution $p/solutions/seed_cuda.json 2>&1 | tee "$OUT/readme-eval.txt" ;;
   evalbench)
@@ -31,8 +36,7 @@ case $part in
   fleet)
     # A tuner-only run on the bundled problems. The run lives in $RUN (default /tmp/kfrun), so a second call on the
     # same warm machine continues it with --resume. Needs the wheels of ../shared/tools/h200-wheels carried in .whl.
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD
+    wheels
     RUN=${RUN:-/tmp/kfrun}
     if [ -f "$RUN/run.sqlite" ]; then args=(--resume "$RUN"); else
       args=(--config bench/h200_fleet.toml --run-dir "$RUN"); fi
@@ -45,8 +49,7 @@ case $part in
     cp "$RUN/run.sqlite" "$OUT/" ;;
   llm)
     # The fleet with the scripted OpenAI-compatible server standing in for the model (issue 5). Needs .whl too.
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD
+    wheels
     timeout "${LIMIT:-480}" python3 bench/scripted_llm_gpu.py --out "$OUT/scripted" --timeout "$(( ${LIMIT:-480} - 60 ))" \
       > "$OUT/scripted.txt" 2>&1
     tail -30 "$OUT/scripted.txt" ;;

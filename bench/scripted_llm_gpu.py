@@ -234,7 +234,9 @@ def summarize(run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any]:
                 "best_speedup": row.best_speedup, "best_sol": row.best_sol,
                 "seed": _attempt(seed, row), "llm": [_attempt(a, row) for a in llm]})
         events = [f"{e.kind}: {e.message}" for e in reader.events()]
-    return {**outcome, "problems": problems, "events_tail": events[-40:]}
+    # Judged from the store, not only by the watcher: the run may end on its own between two of the watcher's looks.
+    met = bool(problems) and all(any(a["full"] and a["status"] for a in p["llm"]) for p in problems)
+    return {**outcome, "met": met, "problems": problems, "events_tail": events[-40:]}
 
 
 def _attempt(a, row) -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ whole process group and replaced by the spare.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import os
@@ -29,6 +28,7 @@ from typing import Any
 import anyio
 
 from core.evaluate import sandbox
+from core.evaluate.device_gates import DeviceGates
 from core.evaluate.timing import TimingPolicy
 from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
 from core.problem.schema import Problem
@@ -175,48 +175,9 @@ class WorkerProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-class _PriorityGate:
-    """One holder at a time; waiters are served highest priority first, then in arrival order."""
-
-    def __init__(self) -> None:
-        self._busy = False
-        self._waiting: list[tuple[int, int, anyio.Event]] = []
-        self._order = itertools.count()
-
-    async def acquire(self, priority: int) -> None:
-        if not self._busy and not self._waiting:
-            self._busy = True
-            return
-        event = anyio.Event()
-        entry = (-priority, next(self._order), event)
-        heapq.heappush(self._waiting, entry)
-        try:
-            await event.wait()
-        except BaseException:
-            if entry in self._waiting:
-                self._waiting.remove(entry)
-                heapq.heapify(self._waiting)
-            elif event.is_set():
-                self.release()
-            raise
-
-    def release(self) -> None:
-        if self._waiting:
-            _, _, event = heapq.heappop(self._waiting)
-            event.set()
-        else:
-            self._busy = False
-
-    @property
-    def load(self) -> int:
-        """Jobs holding or waiting for the gate."""
-        return len(self._waiting) + self._busy
-
-
 class _DeviceSlot:
-    def __init__(self, device: str, gpu: int | None, scratch_root: Path, spare: bool):
-        self.device, self.gpu, self.scratch_root, self.want_spare = device, gpu, scratch_root, spare
-        self.gate = _PriorityGate()
+    def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool):
+        self.index, self.device, self.gpu, self.scratch_root, self.want_spare = index, device, gpu, scratch_root, spare
         self.judge = self._start("judge")
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
@@ -285,7 +246,8 @@ class EvaluationPool:
         self._root = Path(tempfile.mkdtemp(prefix="kernelfleet-eval-"))
         self._network_prefix = sandbox.network_isolation_prefix()
         ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
-        self._slots = [_DeviceSlot(device, gpu, self._root, spare) for gpu in ids]
+        self._slots = [_DeviceSlot(i, device, gpu, self._root, spare) for i, gpu in enumerate(ids)]
+        self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
 
@@ -307,21 +269,17 @@ class EvaluationPool:
             if include_spares and slot.spare is not None:
                 await slot.spare.wait_ready()
 
-    def _pick_slot(self) -> _DeviceSlot:
-        return min(self._slots, key=lambda s: (s.gate.load, next(self._next)))
-
     async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
-        slot = self._pick_slot()
         queued = time.monotonic()
         self.usage.demand_changed(+1, queued)
         try:
-            await slot.gate.acquire(priority)
+            slot = self._slots[await self._gates.acquire(priority)]
             began = time.monotonic()
             self.usage.queue_wait_s += began - queued
             try:
                 return await self._evaluate(slot, job)
             finally:
-                slot.gate.release()
+                self._gates.release(slot.index)
                 self.usage.busy_s += time.monotonic() - began
                 self.usage.jobs += 1
         finally:
@@ -336,15 +294,16 @@ class EvaluationPool:
 
         A workload whose inputs and outputs are modest is measured by the slot's baseline process: it makes the
         inputs and runs torch.compile (seconds to minutes of CPU) without holding the GPU, and only the timing
-        holds the slot's gate, so candidates keep the GPU busy meanwhile. A larger one is measured by the judge
-        under the gate, so that no third copy of its data competes with a candidate for GPU memory. A process that
+        holds the slot's device, so candidates keep the GPU busy meanwhile. A larger one is measured by the judge
+        holding the device, so that no third copy of its data competes with a candidate for GPU memory. A process that
         abandons a compile, breaks or stops answering is replaced; one lost while compiling is asked again with
         torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
         from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
-        slot = min(self._slots, key=lambda s: (s.baseliner_lock.locked(), s.gate.load, next(self._next)))
+        slot = min(self._slots,
+                   key=lambda s: (s.baseliner_lock.locked(), self._gates.load(s.index), next(self._next)))
         results = []
         for index in indices:
             if problem.workloads[index].unavailable:
@@ -392,7 +351,7 @@ class EvaluationPool:
             # Timing a baseline is GPU work like a candidate's, and counts the same in the busy fraction.
             self.usage.demand_changed(+1, time.monotonic())
             try:
-                await slot.gate.acquire(priority)
+                await self._gates.acquire(priority, wanted=slot.index)
                 began = time.monotonic()
                 try:
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
@@ -400,7 +359,7 @@ class EvaluationPool:
                     slot.replace_baseliner()
                     return {"status": "error", "reason": f"baseline process: {gone.reason}"}
                 finally:
-                    slot.gate.release()
+                    self._gates.release(slot.index)
                     self.usage.busy_s += time.monotonic() - began
             finally:
                 self.usage.demand_changed(-1, time.monotonic())
@@ -413,7 +372,7 @@ class EvaluationPool:
         from core.evaluate import baseline as tb
 
         compile_failure = ""
-        await slot.gate.acquire(priority)
+        await self._gates.acquire(priority, wanted=slot.index)
         try:
             while True:
                 message = request(compile_failure)
@@ -430,7 +389,7 @@ class EvaluationPool:
                     slot.replace_judge()
                 return reply
         finally:
-            slot.gate.release()
+            self._gates.release(slot.index)
 
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
         started = time.monotonic()
@@ -573,7 +532,7 @@ def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGon
     return f"torch.compile: {process} was lost ({gone.reason}); eager used" if message["compile"] else ""
 
 
-# Above this, a workload's T_b is measured by the judge under the gate rather than by a third process beside a
+# Above this, a workload's T_b is measured by the judge holding the device rather than by a third process beside a
 # running candidate (input and output bytes, times the input sets plus one).
 SEPARATE_BASELINE_MAX_BYTES = 8 << 30
 EXCHANGE_RESERVE_BYTES = 2 << 30

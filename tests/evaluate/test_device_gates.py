@@ -1,0 +1,120 @@
+"""Jobs queue for the pool's devices, not for one device fixed at submit time: no device idles while work waits."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+from evaluate_support import HONEST_RETURNING, QUICK, python_solution
+
+from core.evaluate import EvaluationPool
+from core.evaluate.device_gates import DeviceGates
+from core.evaluate.evaluate import evaluate_solution
+
+
+async def hold(gates: DeviceGates, log: list, name: str, seconds: float, priority: int = 0,
+               wanted: int | None = None) -> None:
+    device = await gates.acquire(priority, wanted)
+    log.append((name, device))
+    await anyio.sleep(seconds)
+    gates.release(device)
+
+
+def test_a_waiting_job_takes_the_first_device_to_come_free():
+    log: list = []
+
+    async def scenario():
+        gates = DeviceGates(2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, gates, log, "long", 1.0)
+            await anyio.sleep(0.01)
+            tg.start_soon(hold, gates, log, "short", 0.1)
+            await anyio.sleep(0.01)
+            tg.start_soon(hold, gates, log, "queued", 0.0)
+            await anyio.sleep(0.01)
+            assert gates.waiting == 1
+    anyio.run(scenario)
+    assert log == [("long", 0), ("short", 1), ("queued", 1)]
+
+
+def test_waiters_are_served_by_priority_then_arrival():
+    log: list = []
+
+    async def scenario():
+        gates = DeviceGates(1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, gates, log, "holder", 0.2)
+            await anyio.sleep(0.01)
+            for name, priority in (("low", 0), ("high", 5), ("low-later", 0), ("high-later", 5)):
+                tg.start_soon(hold, gates, log, name, 0.0, priority)
+                await anyio.sleep(0.01)
+    anyio.run(scenario)
+    assert [name for name, _ in log] == ["holder", "high", "high-later", "low", "low-later"]
+
+
+def test_a_waiter_for_one_device_lets_others_use_another():
+    log: list = []
+
+    async def scenario():
+        gates = DeviceGates(2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, gates, log, "on-0", 0.5, 0, 0)
+            tg.start_soon(hold, gates, log, "on-1", 0.1, 0, 1)
+            await anyio.sleep(0.01)
+            tg.start_soon(hold, gates, log, "wants-0", 0.0, 9, 0)  # first in line, but only device 0 will do
+            await anyio.sleep(0.01)
+            tg.start_soon(hold, gates, log, "any", 0.0)
+            await anyio.sleep(0.01)
+            assert gates.load(0) == 2 and gates.load(1) == 1
+    anyio.run(scenario)
+    assert log == [("on-0", 0), ("on-1", 1), ("any", 1), ("wants-0", 0)]
+
+
+def test_a_cancelled_waiter_leaves_the_queue_and_a_granted_one_gives_the_device_back():
+    async def scenario():
+        gates = DeviceGates(1)
+        first = await gates.acquire()
+        with anyio.move_on_after(0.05):
+            await gates.acquire()
+        assert gates.waiting == 0
+        gates.release(first)
+        assert await gates.acquire() == 0  # free again: the cancelled waiter did not keep it
+    anyio.run(scenario)
+
+
+SLOW_ONCE = '''import time
+import torch
+
+_calls = 0
+
+def run(x, weight, eps):
+    global _calls
+    _calls += 1
+    if _calls == 1:
+        time.sleep(4.0)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+'''
+
+
+def test_a_pool_of_two_devices_runs_the_third_job_beside_a_long_one(rmsnorm_problem):
+    finished: dict[str, float] = {}
+
+    async def scenario():
+        async with EvaluationPool("cpu", gpus=[0, 1], spare=False, workload_timeout_s=60) as pool:
+            await pool.wait_ready()
+
+            async def job(name: str, source: str, delay: float) -> None:
+                await anyio.sleep(delay)
+                verdict = await evaluate_solution(pool, rmsnorm_problem, python_solution(source, dps=False),
+                                                  workloads=(0,), rounds=1, timing=QUICK)
+                assert verdict.status.value == "PASSED", verdict.reason
+                finished[name] = time.monotonic()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(job, "long", SLOW_ONCE, 0.0)
+                tg.start_soon(job, "second", HONEST_RETURNING, 0.2)
+                tg.start_soon(job, "third", HONEST_RETURNING, 0.2)
+            assert pool.usage.busy_fraction() > 0.9
+
+    anyio.run(scenario)
+    assert finished["third"] < finished["long"] - 1.0

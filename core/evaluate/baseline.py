@@ -43,7 +43,10 @@ from core.evaluate.timing import TimingPolicy
 from core.problem.load import DEFINITION_FILE, WORKLOAD_FILE
 from core.problem.schema import Problem
 
-FORMAT_VERSION = 1
+# Part of every cache key: raise it when the way T_b is measured changes, so that no older figure is reused.
+# 2: timed calls behind a launch lead (core.evaluate.timing.LaunchLead); version 1's small-workload figures
+# could include the host's launch time.
+FORMAT_VERSION = 2
 DEFAULT_COMPILE_TIMEOUT_S = 120.0
 DEFAULT_INPUT_SETS = 5
 SEED_BASE = 0x6B6662  # fixed: the baseline is trusted code, its inputs need not be unpredictable

@@ -1,7 +1,8 @@
 """Timing a call the way kernels should be timed: warm-up, L2 flushed before each call, rotated inputs, adaptive
 repetition, median and spread; all streams covered by a device-wide check.
 
-Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does). A second,
+Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
+of GPU work long enough for the host to launch the whole call (see LaunchLead), so the time is the GPU's. A second,
 shorter pass waits for the current stream after each call and then for the whole device; when the device still has
 work to finish, the call left work on other streams, and the time to the end of the device-wide synchronisation is
 reported instead, with the method saying so.
@@ -41,6 +42,11 @@ BATCH_CALLS = 100
 # A device-wide synchronisation of an idle GPU returns in a few microseconds.
 UNSEEN_WORK_S = 30e-6
 
+# The lead ahead of a call covers this multiple of the host's launch time (measured per call), up to the cap: a call
+# that keeps the host longer (one that waits on the GPU itself) is timed with its host time in, and says so.
+LEAD_MARGIN = 1.5
+LEAD_CAP_S = 1e-3
+
 
 def median_is_stable(times: list[float], policy: TimingPolicy) -> bool:
     """Whether the median's standard error (about 0.93 x IQR / sqrt(n) for a roughly normal sample) is under
@@ -76,6 +82,55 @@ class L2Flush:
         self.buffer.zero_()
 
 
+class LaunchLead:
+    """GPU work queued ahead of each timed call, for longer than the host takes to launch the call: the L2 flush,
+    then a spin kernel when the flush alone is too short. Without it, the start event of a call whose launch is
+    slow (torch.compile's guard checks take ~37 us per call on the H200 box, eager references with several kernels
+    ~90 us, more when the CPU is busy with builds) fires on an idle GPU and the time includes the host's: the same
+    RMSNorm T_b on 7 tokens measured 5 to 48 us across fleet runs. A call whose launch outlasted its lead is not
+    counted (``time_cuda``), and the lead grows to cover the next ones."""
+
+    def __init__(self, device: torch.device, flush: L2Flush):
+        self.flush = flush
+        self.flush_s = min(_gpu_seconds(flush) for _ in range(3))
+        probe_cycles = 200_000
+        self.cycles_per_s = probe_cycles / min(_gpu_seconds(lambda: torch.cuda._sleep(probe_cycles)) for _ in range(3))
+        self.spin_cycles = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.flush_s + self.spin_cycles / self.cycles_per_s
+
+    @property
+    def capped(self) -> bool:
+        return self.seconds >= LEAD_CAP_S * 0.99
+
+    def cover(self, host_s: float) -> None:
+        """Lengthen the lead (never shorten it) to LEAD_MARGIN x ``host_s``, up to LEAD_CAP_S."""
+        spin_s = min(LEAD_CAP_S, LEAD_MARGIN * host_s) - self.flush_s
+        self.spin_cycles = max(self.spin_cycles, int(spin_s * self.cycles_per_s))
+
+    def __call__(self) -> None:
+        self.flush()
+        if self.spin_cycles:
+            torch.cuda._sleep(self.spin_cycles)
+
+
+def _gpu_seconds(work: Callable[[], None]) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(50_000)  # the GPU busy while ``work`` is launched: the events see its GPU time alone
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return max(start.elapsed_time(end) / 1e3, 1e-9)
+
+
+def led_samples(times: list[float], hosts: list[float], lead_s: float) -> list[float]:
+    """The times of calls the host launched within their lead (so the GPU never waited on the host for them)."""
+    return [t for t, h in zip(times, hosts, strict=True) if h < lead_s]
+
+
 class RotatingInputs:
     """Input sets staged (untimed) into buffers for timed calls. The buffer count is coprime with the number of
     sets, so a buffer holds different data on successive uses and a cache keyed by address returns stale results."""
@@ -105,15 +160,20 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
               policy: TimingPolicy = TimingPolicy()) -> Timing:
     """Time ``call(i)`` for i = 0, 1, 2, ...; ``prepare(i)`` (untimed) stages the inputs of call i beforehand."""
     flush = L2Flush(device, policy.flush_bytes)
+    launches = []
     for i in range(policy.warmup_calls):
         prepare(i)
+        began = time.perf_counter()
         call(i)
+        launches.append(time.perf_counter() - began)
     torch.cuda.synchronize(device)
+    lead = LaunchLead(device, flush)
+    lead.cover(statistics.median(launches) if launches else 0.0)
 
     # Estimate one call's time to size the run, then measure.
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     prepare(0)
-    flush()
+    lead()
     start.record()
     call(0)
     end.record()
@@ -125,17 +185,33 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(max(batch, policy.device_check_calls))]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(len(starts))]
     times: list[float] = []
-    while len(times) < planned and not median_is_stable(times, policy):
-        first = len(times)
-        count = min(batch, planned - first)
+    every: list[float] = []  # led or not: used only when too few calls were led (the call itself waits on the GPU)
+    made = 0
+    while len(times) < planned and not median_is_stable(times, policy) and made < planned + 2 * batch:
+        count = min(batch, planned - len(times))
+        hosts = []
         for j in range(count):
-            prepare(first + j)
-            flush()
+            prepare(made + j)
+            began = time.perf_counter()
+            lead()
             starts[j].record()
-            call(first + j)
+            call(made + j)
             ends[j].record()
+            hosts.append(time.perf_counter() - began)
+        made += count
+        lead_s = lead.seconds
         torch.cuda.synchronize(device)
-        times += [starts[j].elapsed_time(ends[j]) for j in range(count)]
+        batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
+        led = led_samples(batch_times, hosts, lead_s)
+        every += batch_times
+        times += led
+        if not led and lead.capped:
+            break
+        lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0])
+    method = "cuda events per call, L2 flushed, device-wide check"
+    if len(times) < policy.min_calls:
+        times = every
+        method += "; host-bound: the calls kept the GPU waiting for the host"
     calls = len(times)
     median, spread = quantiles(times)
 
@@ -146,7 +222,7 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     lags, device_times = [], []
     for i in range(policy.device_check_calls):
         prepare(i)
-        flush()
+        lead()
         starts[i].record()
         call(i)
         ends[i].record()
@@ -161,7 +237,7 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         device_median, device_spread = quantiles(device_times)
         return Timing(device_median, device_spread, len(device_times),
                       "cuda events around a device-wide synchronisation (work seen outside the current stream)")
-    return Timing(median, spread, calls, "cuda events per call, L2 flushed, device-wide check")
+    return Timing(median, spread, calls, method)
 
 
 def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],

@@ -106,6 +106,7 @@ class _Watch:
             ("timing.time_cpu", timing, "time_cpu"),
             ("timing.quantiles", timing, "quantiles"),
             ("timing.L2Flush.__call__", timing.L2Flush, "__call__"),
+            ("timing.LaunchLead.__call__", timing.LaunchLead, "__call__"),
             ("timing.RotatingInputs.stage", timing.RotatingInputs, "stage"),
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),

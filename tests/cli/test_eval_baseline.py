@@ -184,6 +184,17 @@ def test_unreadable_cache_file_is_a_miss(problem_dir, cache_dir):
     assert tb.BaselineCache().lookup(key, 0, QUICK, 5, want_compile=False) is not None
 
 
+def test_an_entry_measured_the_older_way_is_not_reused(problem_dir, cache_dir):
+    problem = load_problem(problem_dir)
+    result, _ = tb.measure_workload(problem, 0, "cpu", QUICK)
+    key = tb.baseline_key(problem_dir, "cpu", torch.__version__)
+    tb.BaselineCache().store(key, result, {"problem": problem.name})
+    assert tb.BaselineCache().lookup(key, 0, QUICK, tb.DEFAULT_INPUT_SETS, want_compile=False) is not None
+    path = tb.BaselineCache().path(key)
+    path.write_text(path.read_text().replace(f'"format": {tb.FORMAT_VERSION}', f'"format": {tb.FORMAT_VERSION - 1}'))
+    assert tb.BaselineCache().lookup(key, 0, QUICK, tb.DEFAULT_INPUT_SETS, want_compile=False) is None
+
+
 def test_failing_reference_gives_no_baseline_and_is_not_cached(problem_dir, cache_dir):
     definition = problem_dir / "definition.json"
     data = json.loads(definition.read_text())

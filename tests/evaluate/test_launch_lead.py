@@ -1,0 +1,84 @@
+"""A timed call's time is the GPU's, however slow the host is to launch it (core.evaluate.timing.LaunchLead)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from core.evaluate.timing import TimingPolicy, led_samples, time_cuda
+
+POLICY = TimingPolicy(warmup_calls=3, min_calls=20, max_calls=300, target_seconds=0.02)
+
+
+def test_calls_launched_slower_than_their_lead_are_not_counted():
+    times = [0.005, 0.050, 0.006, 0.040]
+    hosts = [30e-6, 120e-6, 60e-6, 99e-6]
+    assert led_samples(times, hosts, lead_s=100e-6) == [0.005, 0.006, 0.040]
+
+
+def host_busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+@pytest.fixture
+def cuda():
+    import torch
+
+    return torch.device("cuda")
+
+
+@pytest.mark.gpu
+def test_a_call_slow_to_launch_is_timed_by_its_gpu_work(cuda):
+    import torch
+
+    x = torch.zeros(1024, device=cuda)
+
+    def call(_i):
+        host_busy(300e-6)  # longer than the L2 flush alone (about 60 us on the H200)
+        x.add_(1.0)
+
+    timing = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert timing.median_ms < 0.05, timing
+    assert "host-bound" not in timing.method
+
+
+@pytest.mark.gpu
+def test_a_spin_of_known_length_is_timed_at_its_length(cuda):
+    import torch
+
+    cycles = 400_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    lengths = []
+    for _ in range(5):
+        torch.cuda._sleep(50_000)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        lengths.append(start.elapsed_time(end))
+    alone = min(lengths)
+
+    def call(_i):
+        host_busy(100e-6)
+        torch.cuda._sleep(cycles)
+
+    timing = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert alone * 0.95 < timing.median_ms < alone * 1.1, (alone, timing)
+
+
+@pytest.mark.gpu
+def test_a_call_that_waits_on_the_gpu_is_reported_as_host_bound(cuda):
+    import torch
+
+    x = torch.zeros(1024, device=cuda)
+
+    def call(_i):
+        x.add_(1.0)
+        torch.cuda.synchronize()  # the host waits for the lead too: no lead can cover this call's launch
+        x.add_(1.0)
+
+    timing = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert "host-bound" in timing.method, timing

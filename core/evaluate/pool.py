@@ -224,6 +224,9 @@ class PoolUsage:
     wanted_s: float = 0.0  # integral over time of min(jobs queued or running, devices)
     queue_wait_s: float = 0.0  # summed over candidate jobs
     jobs: int = 0  # candidate jobs
+    # Where wanted device time can go unused, for a person reading a run's busy fraction:
+    judge_held_s: float = 0.0  # a device held by its judge measuring a large workload's T_b (compile included)
+    own_gpu_wait_s: float = 0.0  # baseline timings waiting for the one GPU their process lives on
     _demand: int = 0
     _since: float = 0.0
 
@@ -235,6 +238,14 @@ class PoolUsage:
     def busy_fraction(self) -> float | None:
         """Device time work held over device time it wanted; None before any wanted time."""
         return min(1.0, self.busy_s / self.wanted_s) if self.wanted_s > 0 else None
+
+    def summary(self) -> str:
+        busy = self.busy_fraction()
+        return (f"GPU busy while work waited: {'-' if busy is None else f'{busy:.0%}'} ({self.busy_s:.1f} of "
+                f"{self.wanted_s:.1f} device-seconds wanted); {self.jobs} candidate jobs, mean queue wait "
+                f"{self.queue_wait_s / self.jobs if self.jobs else 0.0:.2f} s; devices held by a judge measuring a "
+                f"large T_b: {self.judge_held_s:.1f} s; baseline timings waiting for their own GPU: "
+                f"{self.own_gpu_wait_s:.1f} s")
 
 
 class EvaluationPool:
@@ -349,10 +360,12 @@ class EvaluationPool:
             if ready.get("status") != "ready":
                 return ready  # from the cache, or a failure
             # Timing a baseline is GPU work like a candidate's, and counts the same in the busy fraction.
-            self.usage.demand_changed(+1, time.monotonic())
+            asked = time.monotonic()
+            self.usage.demand_changed(+1, asked)
             try:
                 await self._gates.acquire(priority, wanted=slot.index)
                 began = time.monotonic()
+                self.usage.own_gpu_wait_s += began - asked
                 try:
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
                 except WorkerGone as gone:
@@ -373,6 +386,7 @@ class EvaluationPool:
 
         compile_failure = ""
         await self._gates.acquire(priority, wanted=slot.index)
+        held = time.monotonic()
         try:
             while True:
                 message = request(compile_failure)
@@ -390,6 +404,7 @@ class EvaluationPool:
                 return reply
         finally:
             self._gates.release(slot.index)
+            self.usage.judge_held_s += time.monotonic() - held
 
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
         started = time.monotonic()

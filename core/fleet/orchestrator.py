@@ -189,6 +189,9 @@ class Fleet:
                             await sys.modules["core.llm"].LlmClient.close_shared()
         state = "finished" if self.finished else "stopped"
         self._record_metrics()
+        usage = getattr(getattr(self, "pool", None), "usage", None)
+        if usage is not None and usage.wanted_s > 0:
+            self.event("log", f"pool since this start: {usage.summary()}")
         self.store.set_run_state(state)
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
         self.store.close()

@@ -61,6 +61,11 @@ def test_tuner_run_end_to_end(tmp_path):
             seeded = reader.attempt(reader.problem(event.problem_id).seed_attempt_id)
             assert event.ts > seeded.finished_at
         assert reader.metrics()
+        # The pool's account of the run, for reading its busy fraction: one line at the end, with real figures.
+        pool_lines = [e.message for e in reader.events(kind="log") if e.message.startswith("pool since this start")]
+        assert len(pool_lines) == 1, pool_lines
+        jobs = int(pool_lines[0].split(" candidate jobs")[0].rsplit(" ", 1)[1])
+        assert jobs == sum(r.attempts for r in rows), pool_lines[0]
     assert "new best" in done.stdout and "decision" in done.stdout
 
 

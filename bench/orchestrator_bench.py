@@ -35,6 +35,7 @@ from core.planner import plan as pure_plan  # noqa: E402
 from core.solution.tunables import get_tunables  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "fleet"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from fleet_problems import seed_solution  # noqa: E402
 
 

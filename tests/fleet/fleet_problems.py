@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rows_problem import write_rows_problem
+
 from core.solution.tunables import Tunables, format_tunables
 
 REFERENCES = {
@@ -55,21 +57,8 @@ def write_problems(root: Path, names=tuple(REFERENCES), chunks: tuple[int, ...] 
     folders = []
     for name in names:
         description, reference = REFERENCES[name]
-        folder = root / "cpu" / name
-        (folder / "solutions").mkdir(parents=True)
-        definition = {
-            "name": name, "description": description,
-            "axes": {"rows": {"type": "var"}, "width": {"type": "const", "value": 64}},
-            "inputs": {"x": {"shape": ["rows", "width"], "dtype": "float32"},
-                       "w": {"shape": ["width"], "dtype": "float32"}},
-            "outputs": {"out": {"shape": ["rows", "width"], "dtype": "float32"}},
-            "reference": reference,
-        }
-        (folder / "definition.json").write_text(json.dumps(definition, indent=2))
-        lines = [{"uuid": f"{name}-{rows}", "axes": {"rows": rows},
-                  "inputs": {"x": {"type": "random"}, "w": {"type": "random"}},
-                  "tolerance": {"max_atol": 1e-4, "max_rtol": 1e-4}} for rows in (256, 1024)]
-        (folder / "workload.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+        folder = write_rows_problem(root / "cpu" / name, name, description, reference, rows=(256, 1024))
+        (folder / "solutions").mkdir()
         (folder / "solutions" / "seed_torch.json").write_text(json.dumps(seed_solution(name, chunks=chunks), indent=2))
         folders.append(folder)
     return folders

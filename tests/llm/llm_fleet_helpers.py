@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+from rows_problem import write_rows_problem
 
 from core.config import load_config
 from core.fleet.orchestrator import Fleet
@@ -51,22 +52,7 @@ def run(x, w, out)
 
 
 def write_problem(root: Path, name: str = "scaled_relu") -> Path:
-    folder = root / "cpu" / name
-    folder.mkdir(parents=True)
-    definition = {
-        "name": name, "description": "x * w, then ReLU",
-        "axes": {"rows": {"type": "var"}, "width": {"type": "const", "value": 64}},
-        "inputs": {"x": {"shape": ["rows", "width"], "dtype": "float32"},
-                   "w": {"shape": ["width"], "dtype": "float32"}},
-        "outputs": {"out": {"shape": ["rows", "width"], "dtype": "float32"}},
-        "reference": REFERENCE,
-    }
-    (folder / "definition.json").write_text(json.dumps(definition, indent=2))
-    lines = [{"uuid": f"{name}-{rows}", "axes": {"rows": rows},
-              "inputs": {"x": {"type": "random"}, "w": {"type": "random"}},
-              "tolerance": {"max_atol": 1e-4, "max_rtol": 1e-4}} for rows in (64, 256)]
-    (folder / "workload.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    return folder
+    return write_rows_problem(root / "cpu" / name, name, "x * w, then ReLU", REFERENCE, rows=(64, 256))
 
 
 def write_config(path: Path, **sections) -> Path:

@@ -49,6 +49,7 @@ from core.problem.schema import Problem
 FORMAT_VERSION = 2
 DEFAULT_COMPILE_TIMEOUT_S = 120.0
 DEFAULT_INPUT_SETS = 5
+COMPILE_THREAD_NAME = "kernelfleet-baseline-compile"  # where torch.compile's first calls run, bounded in time
 SEED_BASE = 0x6B6662  # fixed: the baseline is trusted code, its inputs need not be unpredictable
 
 METHOD_EAGER = "eager"
@@ -239,26 +240,54 @@ class PreparedBaseline:
     compile_reason: str
 
 
+@dataclass
+class WorkloadInputs:
+    """The first step of preparing T_b, the one that needs the GPU: the input sets, and the eager reference's
+    output on the first (what the compiled reference is checked against)."""
+
+    about: dict[str, Any]
+    workload: Any
+    sets: list[dict[str, Any]]
+    reference: types.ModuleType
+    expected: Any
+
+
+def make_workload_inputs(problem: Problem, index: int, device, policy: TimingPolicy, *,
+                         reference: types.ModuleType | None = None, input_sets: int = DEFAULT_INPUT_SETS,
+                         try_compile: bool = True, compile_attempted: bool | None = None
+                         ) -> WorkloadInputs | WorkloadBaseline:
+    """The inputs of workload ``index``, or the failed result when there is nothing to time (the workload is
+    unavailable, or its inputs or the eager reference failed)."""
+    _, about, workload, made = _begin(problem, index, device, policy, reference, input_sets, try_compile,
+                                      compile_attempted)
+    if isinstance(made, WorkloadBaseline):
+        return made
+    sets, reference, expected = made
+    return WorkloadInputs(about, workload, sets, reference, expected)
+
+
 def prepare_workload(problem: Problem, index: int, device, policy: TimingPolicy, *,
-                     reference: types.ModuleType | None = None, input_sets: int = DEFAULT_INPUT_SETS,
-                     try_compile: bool = True, compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
-                     compile_skip_reason: str = "", compile_attempted: bool | None = None,
-                     compile_fn: Callable[..., Any] | None = None
+                     inputs: WorkloadInputs | None = None, reference: types.ModuleType | None = None,
+                     input_sets: int = DEFAULT_INPUT_SETS, try_compile: bool = True,
+                     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_skip_reason: str = "",
+                     compile_attempted: bool | None = None, compile_fn: Callable[..., Any] | None = None
                      ) -> tuple[PreparedBaseline | WorkloadBaseline, bool]:
     """The untimed half of measuring T_b: ``(prepared, abandoned)``, or ``(result, False)`` when there is nothing
-    to time (the workload is unavailable, or its inputs or the eager reference failed). ``abandoned``: the compile
+    to time. ``inputs``: made beforehand by ``make_workload_inputs`` (else made here). ``abandoned``: the compile
     outlived its bound and its thread still runs, so this process must not time anything."""
-    device, about, workload, made = _begin(problem, index, device, policy, reference, input_sets, try_compile,
-                                           compile_attempted)
-    if isinstance(made, WorkloadBaseline):
-        return made, False
-    sets, reference, expected = made
+    import torch
+
+    if inputs is None:
+        inputs = make_workload_inputs(problem, index, device, policy, reference=reference, input_sets=input_sets,
+                                      try_compile=try_compile, compile_attempted=compile_attempted)
+        if isinstance(inputs, WorkloadBaseline):
+            return inputs, False
     if not try_compile:
-        return PreparedBaseline(about, sets, reference, None, None,
+        return PreparedBaseline(inputs.about, inputs.sets, inputs.reference, None, None,
                                 compile_skip_reason or "torch.compile not attempted"), False
-    compiled, seconds, reason, abandoned = _compile_checked(problem, workload, sets, expected, device,
-                                                            compile_timeout_s, compile_fn)
-    return PreparedBaseline(about, sets, reference, compiled, seconds, reason), abandoned
+    compiled, seconds, reason, abandoned = _compile_checked(problem, inputs.workload, inputs.sets, inputs.expected,
+                                                            torch.device(device), compile_timeout_s, compile_fn)
+    return PreparedBaseline(inputs.about, inputs.sets, inputs.reference, compiled, seconds, reason), abandoned
 
 
 def time_prepared(prepared: PreparedBaseline, device, policy: TimingPolicy) -> WorkloadBaseline:
@@ -394,7 +423,7 @@ def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting thread
             outcome["error"] = exc
 
-    thread = threading.Thread(target=warm, name="kernelfleet-baseline-compile", daemon=True)
+    thread = threading.Thread(target=warm, name=COMPILE_THREAD_NAME, daemon=True)
     thread.start()
     thread.join(timeout_s)
     seconds = time.monotonic() - started
@@ -474,8 +503,12 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's baseline ops, one workload each.
 
     - ``baseline``: T_b from the cache, or measured in one go (then cached).
-    - ``baseline_prepare``: T_b from the cache, or the untimed half (inputs, torch.compile), kept in the judge for
-      the next request; replies ``{"status": "ready"}``. The pool sends it without holding the GPU.
+    - ``baseline_lookup``: T_b from the cache, or ``{"status": "miss"}``.
+    - ``baseline_inputs``: T_b from the cache, or the inputs and the eager reference's first run (GPU work), kept
+      in the judge for the next request; replies ``{"status": "ready"}``. Sent holding the GPU.
+    - ``baseline_prepare``: T_b from the cache, or the untimed half (torch.compile, and the inputs unless
+      ``baseline_inputs`` made them), kept in the judge for the next request; replies ``{"status": "ready"}``. The
+      pool sends it without holding the GPU.
     - ``baseline_time``: the timed half of the prepared workload (then cached). Sent holding the GPU.
 
     Request (see ``request_for``): ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy
@@ -499,6 +532,7 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         return _finished(result, cache_key, meta)
 
     judge.pending_baseline = None
+    made_before, judge.pending_inputs = getattr(judge, "pending_inputs", None), None
     try:
         problem, reference = judge._problem(request)
     except Exception as exc:  # noqa: BLE001 - a broken problem is a result, not a crash
@@ -518,6 +552,8 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
         if found is not None:
             return {"status": "ok", "baseline": found.to_dict()}
+    if op == "baseline_lookup":
+        return {"status": "miss"}
     meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
             "torch_version": torch.__version__}
     attempted = request.get("compile_attempted")
@@ -526,8 +562,17 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
                    compile_skip_reason=str(request.get("compile_skip_reason", "")),
                    compile_attempted=None if attempted is None else bool(attempted))
     try:
+        if op == "baseline_inputs":
+            inputs = make_workload_inputs(problem, index, judge.device, policy, reference=reference,
+                                          input_sets=input_sets, try_compile=try_compile,
+                                          compile_attempted=options["compile_attempted"])
+            if isinstance(inputs, WorkloadBaseline):
+                return _finished(inputs, cache_key, meta)
+            judge.pending_inputs = (cache_key, index, inputs)
+            return {"status": "ready"}
         if op == "baseline_prepare":
-            prepared, abandoned = prepare_workload(problem, index, judge.device, policy, **options)
+            inputs = made_before[2] if made_before is not None and made_before[:2] == (cache_key, index) else None
+            prepared, abandoned = prepare_workload(problem, index, judge.device, policy, inputs=inputs, **options)
             if isinstance(prepared, WorkloadBaseline):
                 return _finished(prepared, cache_key, meta)
             if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process

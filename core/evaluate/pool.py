@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -303,10 +304,11 @@ class EvaluationPool:
         or measured, one workload at a time. ``timing`` must be the policy candidates are timed with (None: the
         default).
 
-        A workload whose inputs and outputs are modest is measured by the slot's baseline process: it makes the
-        inputs and runs torch.compile (seconds to minutes of CPU) without holding the GPU, and only the timing
-        holds the slot's device, so candidates keep the GPU busy meanwhile. A larger one is measured by the judge
-        holding the device, so that no third copy of its data competes with a candidate for GPU memory. A process that
+        A workload whose inputs and outputs are modest is measured by the slot's baseline process: it runs
+        torch.compile (seconds to minutes of CPU) without holding the GPU, so candidates keep the GPU busy
+        meanwhile; making the inputs and the timing hold the slot's device, so no candidate is timed beside them. A
+        larger one is measured by the judge holding the device throughout, so that no third copy of its data
+        competes with a candidate for GPU memory. A process that
         abandons a compile, breaks or stops answering is replaced; one lost while compiling is asked again with
         torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
@@ -337,12 +339,31 @@ class EvaluationPool:
 
     async def _baseline_apart(self, slot: _DeviceSlot, request, compile_timeout_s: float,
                               priority: int) -> dict[str, Any]:
+        """T_b from the slot's baseline process: a cache lookup, then, on a miss, three requests: the inputs and
+        the eager reference's first run holding the device (GPU work that would disturb a candidate timed
+        meanwhile), torch.compile without it (CPU work, apart from one warm-up call per input set), the timing
+        holding it again."""
         from core.evaluate import baseline as tb
 
         compile_failure = ""
         while True:
             message = request(compile_failure)
             worker = slot.baseliner()
+            try:
+                if not compile_failure:  # a cached T_b needs no GPU
+                    cached = await worker.request({**message, "op": "baseline_lookup"}, self.load_timeout_s)
+                    if cached.get("status") != "miss":
+                        return cached
+                async with self._holding(slot, priority):
+                    made = await worker.request({**message, "op": "baseline_inputs"},
+                                                tb.reply_timeout_s(0.0, self.workload_timeout_s))
+            except WorkerGone as gone:
+                slot.replace_baseliner()
+                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+            if made.get("fatal"):
+                slot.replace_baseliner()
+            if made.get("status") != "ready":
+                return made  # from the cache, or a failure
             try:
                 ready = await worker.request({**message, "op": "baseline_prepare"},
                                              tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
@@ -358,27 +379,33 @@ class EvaluationPool:
                     compile_failure = str(ready["abandoned"])
                     continue
             if ready.get("status") != "ready":
-                return ready  # from the cache, or a failure
-            # Timing a baseline is GPU work like a candidate's, and counts the same in the busy fraction.
-            asked = time.monotonic()
-            self.usage.demand_changed(+1, asked)
+                return ready
             try:
-                await self._gates.acquire(priority, wanted=slot.index)
-                began = time.monotonic()
-                self.usage.own_gpu_wait_s += began - asked
-                try:
+                async with self._holding(slot, priority):
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
-                except WorkerGone as gone:
-                    slot.replace_baseliner()
-                    return {"status": "error", "reason": f"baseline process: {gone.reason}"}
-                finally:
-                    self._gates.release(slot.index)
-                    self.usage.busy_s += time.monotonic() - began
-            finally:
-                self.usage.demand_changed(-1, time.monotonic())
+            except WorkerGone as gone:
+                slot.replace_baseliner()
+                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
             if reply.get("fatal"):
                 slot.replace_baseliner()
             return reply
+
+    @asynccontextmanager
+    async def _holding(self, slot: _DeviceSlot, priority: int):
+        """The slot's device, for a baseline process's GPU work; it counts in the busy fraction like a candidate's."""
+        asked = time.monotonic()
+        self.usage.demand_changed(+1, asked)
+        try:
+            await self._gates.acquire(priority, wanted=slot.index)
+            began = time.monotonic()
+            self.usage.own_gpu_wait_s += began - asked
+            try:
+                yield
+            finally:
+                self._gates.release(slot.index)
+                self.usage.busy_s += time.monotonic() - began
+        finally:
+            self.usage.demand_changed(-1, time.monotonic())
 
     async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
                                  priority: int) -> dict[str, Any]:

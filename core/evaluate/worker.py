@@ -423,7 +423,7 @@ class Judge:
             return self._reference(request)
         if op == "check":
             return self._check(request)
-        if op in ("baseline", "baseline_prepare", "baseline_time"):
+        if op in ("baseline", "baseline_lookup", "baseline_inputs", "baseline_prepare", "baseline_time"):
             from core.evaluate.baseline import handle_request
 
             return handle_request(self, request)

@@ -355,16 +355,14 @@ def _time_eager(reference, sets, device, policy: TimingPolicy, about: dict[str, 
 
 def _compile_checked(problem: Problem, workload, sets, expected, device, timeout_s: float,
                      compile_fn: Callable[..., Any] | None):
-    """``(compiled function or None, compile seconds, reason, abandoned)``: compiled, warmed on every set, and its
-    output on the first set compared with eager's."""
+    """``(compiled function or None, compile seconds, reason, abandoned)``: compiled, warmed, and its output on the
+    first set compared with eager's."""
     import torch
 
-    compiled, seconds, reason, abandoned = _compile_and_warm(problem, sets, device, timeout_s, compile_fn)
+    compiled, produced, seconds, reason, abandoned = _compile_and_warm(problem, sets, device, timeout_s, compile_fn)
     if compiled is None:
         return None, seconds, reason, abandoned
     try:
-        with torch.no_grad():
-            produced = compiled(*sets[0].values())
         mismatch = _mismatch(problem, workload, produced, expected)
     except Exception as exc:  # noqa: BLE001
         _reraise_fatal(exc)
@@ -395,11 +393,13 @@ def _time_compiled(result: WorkloadBaseline, compiled: Callable[..., Any], sets,
 
 def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device, timeout_s: float,
                       compile_fn: Callable[..., Any] | None):
-    """``(compiled function, seconds, reason, abandoned)``; the function is None when compiling failed.
+    """``(compiled function, its output on the first set, seconds, reason, abandoned)``; the function is None
+    when compiling failed.
 
-    The warm-up calls the compiled function once on every input set: dynamo specialises on Python scalar inputs,
-    so sets whose scalars differ each compile their own graph, and all of that must happen here, within the
-    bound and outside the timing."""
+    The warm-up calls the compiled function on the first input set, and on each other set whose Python scalars
+    differ from those already seen: dynamo specialises on them, so such a set compiles its own graph, and all of
+    that must happen here, within the bound and outside the timing. Sets alike in all but their tensors' values
+    are not called: this runs beside candidates on the GPU, and each call is GPU work that would disturb them."""
     import torch
 
     from core.problem.reference import compile_reference
@@ -410,14 +410,19 @@ def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device
         module = compile_reference(problem.definition)
         compiled = (compile_fn or torch.compile)(module.run, dynamic=False)
     except Exception as exc:  # noqa: BLE001
-        return None, None, f"torch.compile failed: {_one_line(exc)}", False
+        return None, None, None, f"torch.compile failed: {_one_line(exc)}", False
     outcome: dict[str, Any] = {}
+    distinct: list[dict[str, Any]] = []
+    for inputs in input_sets[1:]:
+        if all(_scalars(inputs) != _scalars(seen) for seen in [input_sets[0], *distinct]):
+            distinct.append(inputs)
 
     def warm() -> None:
         try:
             with torch.no_grad():  # grad mode is per thread; dynamo guards on it
-                for inputs in input_sets:
+                for inputs in distinct:
                     compiled(*inputs.values())
+                outcome["first"] = compiled(*input_sets[0].values())  # last, so no later call reuses its memory
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting thread
@@ -428,11 +433,18 @@ def _compile_and_warm(problem: Problem, input_sets: list[dict[str, Any]], device
     thread.join(timeout_s)
     seconds = time.monotonic() - started
     if thread.is_alive():
-        return None, None, f"torch.compile did not finish within {timeout_s:g} s; abandoned (T_b is eager)", True
+        reason = f"torch.compile did not finish within {timeout_s:g} s; abandoned (T_b is eager)"
+        return None, None, None, reason, True
     if "error" in outcome:
         _reraise_fatal(outcome["error"])
-        return None, None, f"torch.compile failed: {_one_line(outcome['error'])}", False
-    return compiled, seconds, "", False
+        return None, None, None, f"torch.compile failed: {_one_line(outcome['error'])}", False
+    return compiled, outcome["first"], seconds, "", False
+
+
+def _scalars(inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    import torch
+
+    return [(name, repr(value)) for name, value in inputs.items() if not isinstance(value, torch.Tensor)]
 
 
 def _time_calls(fn: Callable[..., Any], input_sets: list[dict[str, Any]], device, policy: TimingPolicy):

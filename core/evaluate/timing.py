@@ -69,10 +69,8 @@ def quantiles(times: list[float]) -> tuple[float, float]:
 class L2Flush:
     """Writes a buffer at least twice the L2's size, so no call finds the previous call's data in cache.
 
-    The write also has a second job: while the GPU works through it, the host launches the timed call, so the
-    start event does not sit on an idle GPU waiting for the host. With only 2 x 50 MiB on the H200 (about 30 us of
-    writing), the torch.compile'd RMSNorm reference on 7 tokens measured 35 us, against 3.9 us with 256 MiB (about
-    80 us of writing; triton's do_bench flushes the same), which covers its host-side guard checks and launch."""
+    It is also the first part of the lead the host gets to launch the timed call (see LaunchLead): at least 256 MiB
+    (about 80 us of writing on the H200, as triton's do_bench flushes), which covers a fast launch without a spin."""
 
     def __init__(self, device: torch.device, nbytes: int | None = None):
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20

@@ -1,6 +1,7 @@
 """A fleet run with the scripted OpenAI-compatible server standing in for the model, whose transcripts carry real
 CUDA kernels (bench/scripted_kernels/*.json) for two bundled problems: on a GPU the kernels are built, verified and
-timed by the real Fleet, and the store should show them as the best attempts.
+timed by the real Fleet. It prints OK when each problem has a full, passing LLM attempt in the store; the table
+shows whether those attempts beat the seeds.
 
     PYTHONPATH=$PWD python3 bench/scripted_llm_gpu.py --out DIR            # on the GPU machine
     PYTHONPATH=$PWD python3 bench/scripted_llm_gpu.py --out DIR --dry-run  # CPU: the plumbing only

@@ -107,6 +107,7 @@ class _Watch:
             ("timing.quantiles", timing, "quantiles"),
             ("timing.L2Flush.__call__", timing.L2Flush, "__call__"),
             ("timing.LaunchLead.__call__", timing.LaunchLead, "__call__"),
+            ("timing.led_samples", timing, "led_samples"),
             ("timing.RotatingInputs.stage", timing.RotatingInputs, "stage"),
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),

@@ -71,6 +71,20 @@ def test_patching_the_evaluator_during_a_call_is_a_reward_hack(cpu_pool, rmsnorm
     assert verdict.status is Status.REWARD_HACK and "timing.quantiles" in verdict.reason
 
 
+PATCH_LEAD_FILTER = '''import torch
+
+def run(x, weight, eps, out):
+    out.copy_(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight)
+    import core.evaluate.timing as timing
+    timing.led_samples = lambda times, hosts, lead_s: [min(times)] * len(times)
+'''
+
+
+def test_patching_which_timed_calls_count_is_a_reward_hack(cpu_pool, rmsnorm_problem):
+    verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(PATCH_LEAD_FILTER), workloads=(0,))
+    assert verdict.status is Status.REWARD_HACK and "timing.led_samples" in verdict.reason
+
+
 PATCH_COMPARISON = '''import torch
 import core.evaluate.compare as compare
 from core.evaluate.compare import Comparison

@@ -282,18 +282,27 @@ class EvaluationPool:
                 await slot.spare.wait_ready()
 
     async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
-        queued = time.monotonic()
-        self.usage.demand_changed(+1, queued)
-        try:
-            slot = self._slots[await self._gates.acquire(priority)]
-            began = time.monotonic()
-            self.usage.queue_wait_s += began - queued
+        async with self._holding(priority) as (slot, waited):
+            self.usage.queue_wait_s += waited
             try:
                 return await self._evaluate(slot, job)
             finally:
-                self._gates.release(slot.index)
-                self.usage.busy_s += time.monotonic() - began
                 self.usage.jobs += 1
+
+    @asynccontextmanager
+    async def _holding(self, priority: int, wanted: _DeviceSlot | None = None):
+        """A device for GPU work: ``wanted``'s, else the first to come free. Yields ``(slot, seconds waited)``; the
+        time held counts as busy in the busy fraction, the time waiting as wanted."""
+        asked = time.monotonic()
+        self.usage.demand_changed(+1, asked)
+        try:
+            index = await self._gates.acquire(priority, None if wanted is None else wanted.index)
+            began = time.monotonic()
+            try:
+                yield self._slots[index], began - asked
+            finally:
+                self._gates.release(index)
+                self.usage.busy_s += time.monotonic() - began
         finally:
             self.usage.demand_changed(-1, time.monotonic())
 
@@ -308,9 +317,8 @@ class EvaluationPool:
         torch.compile (seconds to minutes of CPU) without holding the GPU, so candidates keep the GPU busy
         meanwhile; making the inputs and the timing hold the slot's device, so no candidate is timed beside them. A
         larger one is measured by the judge holding the device throughout, so that no third copy of its data
-        competes with a candidate for GPU memory. A process that
-        abandons a compile, breaks or stops answering is replaced; one lost while compiling is asked again with
-        torch.compile off, and the reason recorded."""
+        competes with a candidate for GPU memory. A process that abandons a compile, breaks or stops answering is
+        replaced; one lost while compiling is asked again with torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
         from core.roofline.counting import analytic_io_bytes
 
@@ -341,8 +349,8 @@ class EvaluationPool:
                               priority: int) -> dict[str, Any]:
         """T_b from the slot's baseline process: a cache lookup, then, on a miss, three requests: the inputs and
         the eager reference's first run holding the device (GPU work that would disturb a candidate timed
-        meanwhile), torch.compile without it (CPU work, apart from one warm-up call per input set), the timing
-        holding it again."""
+        meanwhile), torch.compile without it (CPU work, apart from its warm-up calls), the timing holding it
+        again. A baseline waits for this slot's device: its process and data live there."""
         from core.evaluate import baseline as tb
 
         compile_failure = ""
@@ -354,12 +362,12 @@ class EvaluationPool:
                     cached = await worker.request({**message, "op": "baseline_lookup"}, self.load_timeout_s)
                     if cached.get("status") != "miss":
                         return cached
-                async with self._holding(slot, priority):
+                async with self._holding(priority, slot) as (_, waited):
+                    self.usage.own_gpu_wait_s += waited
                     made = await worker.request({**message, "op": "baseline_inputs"},
                                                 tb.reply_timeout_s(0.0, self.workload_timeout_s))
             except WorkerGone as gone:
-                slot.replace_baseliner()
-                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+                return _baseliner_lost(slot, gone)
             if made.get("fatal"):
                 slot.replace_baseliner()
             if made.get("status") != "ready":
@@ -368,11 +376,11 @@ class EvaluationPool:
                 ready = await worker.request({**message, "op": "baseline_prepare"},
                                              tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
             except WorkerGone as gone:
-                slot.replace_baseliner()
                 compile_failure = _lost_while_compiling(message, "the baseline process", gone)
-                if compile_failure:
-                    continue
-                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+                if not compile_failure:
+                    return _baseliner_lost(slot, gone)
+                slot.replace_baseliner()
+                continue
             if ready.get("restart") or ready.get("fatal"):
                 slot.replace_baseliner()
                 if ready.get("abandoned") and message["compile"]:
@@ -381,31 +389,14 @@ class EvaluationPool:
             if ready.get("status") != "ready":
                 return ready
             try:
-                async with self._holding(slot, priority):
+                async with self._holding(priority, slot) as (_, waited):
+                    self.usage.own_gpu_wait_s += waited
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
             except WorkerGone as gone:
-                slot.replace_baseliner()
-                return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+                return _baseliner_lost(slot, gone)
             if reply.get("fatal"):
                 slot.replace_baseliner()
             return reply
-
-    @asynccontextmanager
-    async def _holding(self, slot: _DeviceSlot, priority: int):
-        """The slot's device, for a baseline process's GPU work; it counts in the busy fraction like a candidate's."""
-        asked = time.monotonic()
-        self.usage.demand_changed(+1, asked)
-        try:
-            await self._gates.acquire(priority, wanted=slot.index)
-            began = time.monotonic()
-            self.usage.own_gpu_wait_s += began - asked
-            try:
-                yield
-            finally:
-                self._gates.release(slot.index)
-                self.usage.busy_s += time.monotonic() - began
-        finally:
-            self.usage.demand_changed(-1, time.monotonic())
 
     async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
                                  priority: int) -> dict[str, Any]:
@@ -566,6 +557,11 @@ def _exchange_bytes(job: EvalJob, index: int) -> int:
     from core.roofline.counting import analytic_io_bytes
 
     return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * (2 * job.rounds + 1)
+
+
+def _baseliner_lost(slot: _DeviceSlot, gone: WorkerGone) -> dict[str, Any]:
+    slot.replace_baseliner()
+    return {"status": "error", "reason": f"baseline process: {gone.reason}"}
 
 
 def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGone) -> str:

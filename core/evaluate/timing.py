@@ -3,8 +3,9 @@ repetition, median and spread; all streams covered by a device-wide check.
 
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
 of GPU work long enough for the host to launch the whole call (see LaunchLead), so the time is the GPU's. A second,
-shorter pass waits for the current stream after each call and then for the whole device; when the device still has
-work to finish, the call left work on other streams, and the time to the end of the device-wide synchronisation is
+shorter pass starts each call on an idle GPU and then waits for the current stream and for the whole device: when
+the device still has work to finish (work left on other streams), or the call takes much longer than its timed
+median (work on another stream that ran during the lead), the time to the end of the device-wide synchronisation is
 reported instead, with the method saying so.
 """
 
@@ -39,13 +40,21 @@ FLUSH_FLOOR_BYTES = 256 << 20
 BATCH_CALLS = 100
 
 
-# A device-wide synchronisation of an idle GPU returns in a few microseconds.
+# A device-wide synchronisation waiting this much longer than one on the idle device (about 20 us on the H200 box)
+# waited for work.
 UNSEEN_WORK_S = 30e-6
 
 # The lead ahead of a call covers this multiple of the host's launch time (measured per call), up to the cap: a call
 # that keeps the host longer (one that waits on the GPU itself) is timed with its host time in, and says so.
 LEAD_MARGIN = 1.5
 LEAD_CAP_S = 1e-3
+# Spun before calibrating the lead, about 5 ms at the H200's clocks: an idle GPU's clocks are down, and the lead's
+# spin is counted in SM clock cycles.
+CLOCK_WARMUP_CYCLES = 10_000_000
+# In the device-wide check, a call taking longer than this multiple of its timed median, plus its host launch time
+# and this slack, did work that the timed pass did not see (see _device_wide_check).
+HIDDEN_WORK_MARGIN = 1.1
+HIDDEN_WORK_SLACK_S = 10e-6
 
 
 def median_is_stable(times: list[float], policy: TimingPolicy) -> bool:
@@ -85,26 +94,32 @@ class LaunchLead:
     then a spin kernel when the flush alone is too short. Without it, the start event of a call whose launch is
     slow (torch.compile's guard checks take ~37 us per call on the H200 box, eager references with several kernels
     ~90 us, more when the CPU is busy with builds) fires on an idle GPU and the time includes the host's: the same
-    RMSNorm T_b on 7 tokens measured 5 to 48 us across fleet runs. A call whose launch outlasted its lead is not
-    counted (``time_cuda``), and the lead grows to cover the next ones."""
+    RMSNorm T_b on 7 tokens measured 5 to 48 us across fleet runs.
+
+    The lead each call actually got is measured on the GPU (an event before it, the call's start event after it), so
+    a spin that runs short (the SM clock is not what it was when the spin was calibrated) is seen: a call whose
+    launch outlasted its measured lead is not counted (``led_samples``), and the lead grows to cover the next ones."""
 
     def __init__(self, device: torch.device, flush: L2Flush):
         self.flush = flush
+        torch.cuda._sleep(CLOCK_WARMUP_CYCLES)  # an idle GPU's clocks are down: calibrate at working clocks
         self.flush_s = min(_gpu_seconds(flush) for _ in range(3))
         probe_cycles = 200_000
         self.cycles_per_s = probe_cycles / min(_gpu_seconds(lambda: torch.cuda._sleep(probe_cycles)) for _ in range(3))
         self.spin_cycles = 0
-
-    @property
-    def seconds(self) -> float:
-        return self.flush_s + self.spin_cycles / self.cycles_per_s
+        self.measured_s = self.flush_s
 
     @property
     def capped(self) -> bool:
-        return self.seconds >= LEAD_CAP_S * 0.99
+        return self.measured_s >= LEAD_CAP_S * 0.99
 
-    def cover(self, host_s: float) -> None:
-        """Lengthen the lead (never shorten it) to LEAD_MARGIN x ``host_s``, up to LEAD_CAP_S."""
+    def cover(self, host_s: float, measured_s: float | None = None) -> None:
+        """Lengthen the lead (never shorten it) to LEAD_MARGIN x ``host_s``, up to LEAD_CAP_S. ``measured_s``: the
+        lead the last calls got on the GPU, which recalibrates the spin when it ran shorter or longer than planned."""
+        if measured_s is not None:
+            self.measured_s = measured_s
+            if self.spin_cycles and measured_s > self.flush_s:
+                self.cycles_per_s = self.spin_cycles / (measured_s - self.flush_s)
         spin_s = min(LEAD_CAP_S, LEAD_MARGIN * host_s) - self.flush_s
         self.spin_cycles = max(self.spin_cycles, int(spin_s * self.cycles_per_s))
 
@@ -124,9 +139,13 @@ def _gpu_seconds(work: Callable[[], None]) -> float:
     return max(start.elapsed_time(end) / 1e3, 1e-9)
 
 
-def led_samples(times: list[float], hosts: list[float], lead_s: float) -> list[float]:
-    """The times of calls the host launched within their lead (so the GPU never waited on the host for them)."""
-    return [t for t, h in zip(times, hosts, strict=True) if h < lead_s]
+def led_samples(times: list[float], hosts: list[float], leads: list[float]) -> list[float]:
+    """The times of calls the host launched within the lead the GPU gave them (so the GPU never waited on the host
+    for them). ``hosts``: from before the lead's launch to after the call's end event, seconds; ``leads``: from an
+    event before the lead to the call's start event, on the GPU, seconds. The GPU reached the event before the lead
+    no earlier than the host queued it, so it reached the start event after the host had launched the whole call
+    whenever the lead outlasted the launch."""
+    return [t for t, h, lead in zip(times, hosts, leads, strict=True) if h < lead]
 
 
 class RotatingInputs:
@@ -180,8 +199,8 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
 
     batch = min(BATCH_CALLS, planned)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(max(batch, policy.device_check_calls))]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(len(starts))]
+    befores, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(max(batch, policy.device_check_calls))]
+                             for _ in range(3))
     times: list[float] = []
     every: list[float] = []  # led or not: used only when too few calls were led (the call itself waits on the GPU)
     made = 0
@@ -191,38 +210,57 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         for j in range(count):
             prepare(made + j)
             began = time.perf_counter()
+            befores[j].record()
             lead()
             starts[j].record()
             call(made + j)
             ends[j].record()
             hosts.append(time.perf_counter() - began)
         made += count
-        lead_s = lead.seconds
         torch.cuda.synchronize(device)
         batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
-        led = led_samples(batch_times, hosts, lead_s)
+        leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
+        led = led_samples(batch_times, hosts, leads)
         every += batch_times
         times += led
+        lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads))
         if not led and lead.capped:
             break
-        lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0])
     method = "cuda events per call, L2 flushed, device-wide check"
     if len(times) < policy.min_calls:
         times = every
         method += "; host-bound: the calls kept the GPU waiting for the host"
-    calls = len(times)
     median, spread = quantiles(times)
+    unseen = _device_wide_check(call, prepare, device, policy, flush, starts, ends, median)
+    return unseen or Timing(median, spread, len(times), method)
 
-    # The device-wide check: once the current stream has finished a call, a device-wide synchronisation should
-    # return at once. Time it still has to wait is work the call left on other streams, which the events above
-    # did not see; then the call is timed to the end of that synchronisation instead.
+
+def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
+                       policy: TimingPolicy, flush: L2Flush, starts: list, ends: list,
+                       median_ms: float) -> Timing | None:
+    """A shorter pass that catches work the timed pass did not see, or None when there was none.
+
+    Each call starts on an idle GPU (flush, then a device-wide synchronisation, no lead), so work the call puts on
+    any stream begins after its start event. Two things are checked:
+
+    - Once the current stream has finished the call, a device-wide synchronisation should return as fast as one on
+      the idle device. Time it waits beyond that is work left on other streams, unseen by the current stream's events.
+    - Work on another stream joined back to the current one is seen by the end event; but behind a lead it can run
+      during the lead, before the start event, and drop out of the time. Here it cannot, so a call that takes much
+      longer here than its timed median plus its launch time did work the lead hid.
+
+    Either way the calls are timed as in this pass, to the end of the device-wide synchronisation, with the host's
+    launch time in (conservative: honest kernels seldom need other streams)."""
     after = [torch.cuda.Event(enable_timing=True) for _ in range(policy.device_check_calls)]
-    lags, device_times = [], []
+    lags, hosts, current_times, device_times = [], [], [], []
     for i in range(policy.device_check_calls):
         prepare(i)
-        lead()
+        flush()
+        torch.cuda.synchronize(device)
         starts[i].record()
+        began = time.perf_counter()
         call(i)
+        hosts.append(time.perf_counter() - began)
         ends[i].record()
         ends[i].synchronize()
         began = time.perf_counter()
@@ -230,12 +268,23 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         lags.append(time.perf_counter() - began)
         after[i].record()
         after[i].synchronize()
+        began = time.perf_counter()
+        torch.cuda.synchronize(device)  # the same wait on an idle device: what a synchronisation costs by itself
+        lags[-1] -= time.perf_counter() - began
+        current_times.append(starts[i].elapsed_time(ends[i]))
         device_times.append(starts[i].elapsed_time(after[i]))
-    if lags and statistics.median(lags) > UNSEEN_WORK_S:
-        device_median, device_spread = quantiles(device_times)
-        return Timing(device_median, device_spread, len(device_times),
-                      "cuda events around a device-wide synchronisation (work seen outside the current stream)")
-    return Timing(median, spread, calls, method)
+    if not lags:
+        return None
+    if statistics.median(lags) > UNSEEN_WORK_S:
+        why = "work seen outside the current stream"
+    elif statistics.median(current_times) > (HIDDEN_WORK_MARGIN * median_ms
+                                              + 1e3 * (statistics.median(hosts) + HIDDEN_WORK_SLACK_S)):
+        why = "work that ran before the start event behind a lead"
+    else:
+        return None
+    device_median, device_spread = quantiles(device_times)
+    return Timing(device_median, device_spread, len(device_times),
+                  f"cuda events around a device-wide synchronisation, no lead ({why})")
 
 
 def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],

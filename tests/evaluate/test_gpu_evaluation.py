@@ -27,17 +27,21 @@ _side = None
 
 def run(x, weight, eps, out):
     global _side
-    # Work queued on another stream and never joined to the current one. A blocking stream is ordered with the
-    # legacy default stream; a non-blocking one is not, so per-stream events alone would not see its work.
+    # Work queued on another stream, without waiting for the current one. A blocking stream is ordered with the
+    # legacy default stream; a non-blocking one is not, so per-stream events alone would not see its work. Joined
+    # back to the current stream, the work starts at once, while the GPU is still busy with what came before.
     _side = _side or STREAM
     with torch.cuda.stream(_side):
         {WORK}
+    JOIN
 '''
 
-# name: (module-level lines, the stream expression). The cupy stream is kept in a global so it outlives the call.
+# name: (module-level lines, the stream expression, joined back). The cupy stream is kept in a global so it outlives
+# the call.
 STREAMS = {
-    "blocking": ("", "torch.cuda.Stream()"),
-    "non-blocking": ("_keep = cupy.cuda.Stream(non_blocking=True)\n", "torch.cuda.ExternalStream(_keep.ptr)"),
+    "blocking": ("", "torch.cuda.Stream()", False),
+    "non-blocking": ("_keep = cupy.cuda.Stream(non_blocking=True)\n", "torch.cuda.ExternalStream(_keep.ptr)", False),
+    "joined-back": ("", "torch.cuda.Stream()", True),
 }
 
 PERSISTING_L2 = '''import torch
@@ -68,15 +72,17 @@ def test_work_on_another_stream_is_not_missed_by_the_timing(gpu_pool, rmsnorm_pr
 
     same = gpu_pool.evaluate(rmsnorm_problem, python_solution(SAME_STREAM), workloads=(1,), timing=QUICK)
     assert same.status is Status.PASSED, same.reason
-    preamble, stream = STREAMS[kind]
+    preamble, stream, joined = STREAMS[kind]
     source = SIDE_STREAM.replace("import torch\n", "import torch\n" + preamble, 1).replace("STREAM", stream)
+    source = source.replace("JOIN", "torch.cuda.current_stream().wait_stream(_side)" if joined else "")
     side = gpu_pool.evaluate(rmsnorm_problem, python_solution(source), workloads=(1,), timing=QUICK)
     assert side.status is Status.PASSED, side.reason
     # The same work on another stream costs the GPU as much: the measured time must not lose it.
     assert side.workloads[0].timing.median_ms >= 0.7 * same.workloads[0].timing.median_ms, (
         side.workloads[0].timing, same.workloads[0].timing)
-    if kind == "non-blocking":  # unseen by the current stream's events: the device-wide check must take over
+    if kind != "blocking":  # unseen by the current stream's events, or hidden by the lead: the check takes over
         assert "device-wide synchronisation" in side.workloads[0].timing.method
+    assert "device-wide synchronisation" not in same.workloads[0].timing.method
 
 
 def test_persisting_l2_reservation_is_a_reward_hack(gpu_pool, rmsnorm_problem):

@@ -12,9 +12,10 @@ POLICY = TimingPolicy(warmup_calls=3, min_calls=20, max_calls=300, target_second
 
 
 def test_calls_launched_slower_than_their_lead_are_not_counted():
-    times = [0.005, 0.050, 0.006, 0.040]
-    hosts = [30e-6, 120e-6, 60e-6, 99e-6]
-    assert led_samples(times, hosts, lead_s=100e-6) == [0.005, 0.006, 0.040]
+    times = [0.005, 0.050, 0.006, 0.040, 0.007]
+    hosts = [30e-6, 120e-6, 60e-6, 99e-6, 99e-6]
+    leads = [100e-6, 100e-6, 100e-6, 100e-6, 80e-6]  # the last call's lead ran short on the GPU
+    assert led_samples(times, hosts, leads) == [0.005, 0.006, 0.040]
 
 
 def host_busy(seconds: float) -> None:
@@ -43,6 +44,30 @@ def test_a_call_slow_to_launch_is_timed_by_its_gpu_work(cuda):
     timing = time_cuda(call, lambda _i: None, cuda, POLICY)
     assert timing.median_ms < 0.05, timing
     assert "host-bound" not in timing.method
+
+
+@pytest.mark.gpu
+def test_a_lead_that_runs_shorter_than_planned_does_not_let_host_time_in(cuda, monkeypatch):
+    import torch
+
+    from core.evaluate import timing
+
+    calibrate = timing.LaunchLead.__init__
+
+    def miscalibrated(self, *args):
+        calibrate(self, *args)
+        self.cycles_per_s /= 4  # as if calibrated at a quarter of the clock the GPU runs at: every spin runs short
+
+    monkeypatch.setattr(timing.LaunchLead, "__init__", miscalibrated)
+    x = torch.zeros(1024, device=cuda)
+
+    def call(_i):
+        host_busy(300e-6)
+        x.add_(1.0)
+
+    timing_ = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert timing_.median_ms < 0.05, timing_
+    assert "host-bound" not in timing_.method
 
 
 @pytest.mark.gpu

@@ -113,18 +113,21 @@ class LaunchLead:
     def capped(self) -> bool:
         return self.measured_s >= LEAD_CAP_S * 0.99
 
-    def cover(self, host_s: float, measured_s: float | None = None) -> None:
-        """Lengthen the lead (never shorten it) to LEAD_MARGIN x ``host_s``, up to LEAD_CAP_S. ``measured_s``: the
-        lead the last calls got on the GPU, which recalibrates the spin when it ran shorter or longer than planned."""
-        if measured_s is not None:
-            self.measured_s = measured_s
-            if self.spin_cycles and measured_s > self.flush_s:
-                self.cycles_per_s = self.spin_cycles / (measured_s - self.flush_s)
-        spin_s = min(LEAD_CAP_S, LEAD_MARGIN * host_s) - self.flush_s
-        self.spin_cycles = max(self.spin_cycles, int(spin_s * self.cycles_per_s))
+    def cover(self, host_s: float, lead_s: float | None = None, spin_s: float | None = None) -> None:
+        """Lengthen the lead (never shorten it) to LEAD_MARGIN x ``host_s``, up to LEAD_CAP_S. ``lead_s`` and
+        ``spin_s``: the whole lead and its spin as the last calls got them on the GPU; the spin's length recalibrates
+        the cycles it is given (the SM clock may have moved since the calibration)."""
+        if lead_s is not None:
+            self.measured_s = lead_s
+        if spin_s and self.spin_cycles:
+            self.cycles_per_s = self.spin_cycles / spin_s
+        wanted_s = min(LEAD_CAP_S, LEAD_MARGIN * host_s) - self.flush_s
+        self.spin_cycles = max(self.spin_cycles, int(wanted_s * self.cycles_per_s))
 
-    def __call__(self) -> None:
+    def __call__(self, after_flush: torch.cuda.Event | None = None) -> None:
         self.flush()
+        if after_flush is not None:
+            after_flush.record()
         if self.spin_cycles:
             torch.cuda._sleep(self.spin_cycles)
 
@@ -199,8 +202,8 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
 
     batch = min(BATCH_CALLS, planned)
-    befores, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(max(batch, policy.device_check_calls))]
-                             for _ in range(3))
+    befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True)
+                                       for _ in range(max(batch, policy.device_check_calls))] for _ in range(4))
     times: list[float] = []
     every: list[float] = []  # led or not: used only when too few calls were led (the call itself waits on the GPU)
     made = 0
@@ -211,7 +214,7 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
             prepare(made + j)
             began = time.perf_counter()
             befores[j].record()
-            lead()
+            lead(flushed[j])
             starts[j].record()
             call(made + j)
             ends[j].record()
@@ -220,10 +223,12 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         torch.cuda.synchronize(device)
         batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
         leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
+        spins = [flushed[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
         led = led_samples(batch_times, hosts, leads)
         every += batch_times
         times += led
-        lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads))
+        lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads),
+                   statistics.median(spins))
         if not led and lead.capped:
             break
     method = "cuda events per call, L2 flushed, device-wide check"

@@ -232,11 +232,12 @@ class Fleet:
             baselines = await self.pool.baseline(problem, runnable, timing=self.timing, compile_timeout_s=compile_s,
                                                  blob_roots=self.blob_roots)
             infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
-                                  b.baseline_ms, sol.t_sol_ms.get(b.index), b.method) for b in baselines]
+                                  b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
+                                  b.compile_reason, b.timing_method) for b in baselines]
             self.store.set_problem_workloads(problem_id, [asdict(i) for i in infos])
             self.event("log", f"baseline measured on {len(infos)} workloads"
                               + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
-                                 if sol.unavailable else ""), problem_id=problem_id)
+                                 if sol.unavailable else "") + _compile_outcome(baselines), problem_id=problem_id)
             row = self.store.problem(problem_id)
             if sol.enforce:
                 self.sol_ms[problem.path] = dict(sol.t_sol_ms)
@@ -461,3 +462,21 @@ def _outcome_line(attempt) -> str:
     if attempt.sol is not None:
         parts.append(f"SOL {attempt.sol:.2f}")
     return " ".join(parts)
+
+
+def _compile_outcome(baselines) -> str:
+    """What a person checking T_b wants to know from the baseline line: where torch.compile had no time and why,
+    where eager beat it, and where no lead could cover the launch."""
+    parts = []
+    failed = [b for b in baselines if b.ok and b.compiled_ms is None and b.compile_reason]
+    if failed:
+        parts.append(f"torch.compile not timed on workload {', '.join(str(b.index) for b in failed)}: "
+                     f"{failed[0].compile_reason[:200]}")
+    slower = [b for b in baselines if b.ok and b.compiled_ms is not None and b.method != "torch.compile"]
+    if slower:
+        parts.append("eager faster than torch.compile on workload "
+                     + ", ".join(f"{b.index} ({b.eager_ms * 1e3:.3g} vs {b.compiled_ms * 1e3:.3g} us)" for b in slower))
+    host_bound = [b for b in baselines if "host-bound" in b.timing_method]
+    if host_bound:
+        parts.append(f"T_b host-bound on workload {', '.join(str(b.index) for b in host_bound)}")
+    return "".join(f"; {p}" for p in parts)

@@ -28,6 +28,10 @@ class WorkloadInfo:
     t_b_ms: float | None = None
     t_sol_ms: float | None = None
     baseline_method: str = ""
+    eager_ms: float | None = None
+    compiled_ms: float | None = None
+    compile_reason: str = ""  # why torch.compile has no time: failed, abandoned, mismatched, skipped
+    timing_method: str = ""  # how T_b was timed (says "host-bound" when no lead could cover the launch)
 
 
 @dataclass(frozen=True)

@@ -467,7 +467,7 @@ def _time_calls(fn: Callable[..., Any], input_sets: list[dict[str, Any]], device
 
     with torch.no_grad():
         if device.type == "cuda":
-            timing = time_cuda(call, prepare, device, policy)
+            timing = time_cuda(call, prepare, device, policy, trusted=True)
             torch.cuda.synchronize(device)
         else:
             timing = time_cpu(call, prepare, policy)

@@ -77,10 +77,11 @@ def test_work_on_another_stream_is_not_missed_by_the_timing(gpu_pool, rmsnorm_pr
     source = source.replace("JOIN", "torch.cuda.current_stream().wait_stream(_side)" if joined else "")
     side = gpu_pool.evaluate(rmsnorm_problem, python_solution(source), workloads=(1,), timing=QUICK)
     assert side.status is Status.PASSED, side.reason
-    # The same work on another stream costs the GPU as much: the measured time must not lose it.
-    assert side.workloads[0].timing.median_ms >= 0.7 * same.workloads[0].timing.median_ms, (
+    # The same work on another stream costs the GPU as much: the measured time must not lose it. Joined back, at
+    # most the L2 flush ahead of each call (about 80 us on the H200) can hide some of it.
+    assert side.workloads[0].timing.median_ms >= 0.8 * same.workloads[0].timing.median_ms, (
         side.workloads[0].timing, same.workloads[0].timing)
-    if kind != "blocking":  # unseen by the current stream's events, or hidden by the lead: the check takes over
+    if kind == "non-blocking":  # unseen by the current stream's events: the device-wide check must take over
         assert "device-wide synchronisation" in side.workloads[0].timing.method
     assert "device-wide synchronisation" not in same.workloads[0].timing.method
 

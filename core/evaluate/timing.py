@@ -2,10 +2,11 @@
 repetition, median and spread; all streams covered by a device-wide check.
 
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
-of GPU work long enough for the host to launch the whole call (see LaunchLead), so the time is the GPU's. A second,
-shorter pass starts each call on an idle GPU and then waits for the current stream and for the whole device: when
-the device still has work to finish (work left on other streams), the time to the end of the device-wide
-synchronisation is reported instead, with the method saying so.
+of GPU work (the L2 flush, and for trusted calls a spin) that the host must launch the whole call within for the
+call to count, so the time is the GPU's (see LaunchLead). A second, shorter pass starts each call on an idle GPU
+and then waits for the current stream and for the whole device: when the device still has work to finish (work
+left on other streams), the time to the end of the device-wide synchronisation is reported instead, with the method
+saying so.
 """
 
 from __future__ import annotations
@@ -86,10 +87,10 @@ class L2Flush:
 
 class LaunchLead:
     """GPU work queued ahead of each timed call, for longer than the host takes to launch the call: the L2 flush,
-    then, for trusted calls only, a spin kernel when the flush alone is too short. Without it, the start event of a call whose launch is
-    slow (torch.compile's guard checks take ~37 us per call on the H200 box, eager references with several kernels
-    ~90 us, more when the CPU is busy with builds) fires on an idle GPU and the time includes the host's: the same
-    RMSNorm T_b on 7 tokens measured 5 to 48 us across fleet runs.
+    then, for trusted calls only, a spin kernel when the flush alone is too short. Without it, the start event of a
+    call whose launch is slow (torch.compile's guard checks take ~37 us per call on the H200 box, eager references
+    with several kernels ~90 us, more when the CPU is busy with builds) fires on an idle GPU and the time includes the
+    host's: the same RMSNorm T_b on 7 tokens measured 5 to 48 us across fleet runs.
 
     The lead each call actually got is measured on the GPU (an event before it, the call's start event after it), so
     a spin that runs short (the SM clock is not what it was when the spin was calibrated) is seen: a call whose

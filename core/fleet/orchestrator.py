@@ -24,6 +24,7 @@ import anyio
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, parse_config
 from core.evaluate import EvaluationPool, TimingPolicy
+from core.evaluate.baseline import METHOD_COMPILED
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
 from core.fleet.gpus import detect_gpus
@@ -472,7 +473,7 @@ def _compile_outcome(baselines) -> str:
     if failed:
         parts.append(f"torch.compile not timed on workload {', '.join(str(b.index) for b in failed)}: "
                      f"{failed[0].compile_reason[:200]}")
-    slower = [b for b in baselines if b.ok and b.compiled_ms is not None and b.method != "torch.compile"]
+    slower = [b for b in baselines if b.ok and b.compiled_ms is not None and b.method != METHOD_COMPILED]
     if slower:
         parts.append("eager faster than torch.compile on workload "
                      + ", ".join(f"{b.index} ({b.eager_ms * 1e3:.3g} vs {b.compiled_ms * 1e3:.3g} us)" for b in slower))

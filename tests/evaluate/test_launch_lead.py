@@ -32,56 +32,47 @@ def cuda():
     return torch.device("cuda")
 
 
-@pytest.mark.gpu
-def test_a_call_slow_to_launch_is_timed_by_its_gpu_work(cuda):
+@pytest.fixture
+def slow_launch(cuda):
+    """A call that keeps the host 300 us (several times the L2 flush, about 80 us on the H200) before one tiny
+    kernel."""
     import torch
 
-    x = torch.zeros(1024, device=cuda)
-
-    def call(_i):
-        host_busy(300e-6)  # longer than the L2 flush alone (about 60 us on the H200)
-        x.add_(1.0)
-
-    timing = time_cuda(call, lambda _i: None, cuda, POLICY, trusted=True)
-    assert timing.median_ms < 0.05, timing
-    assert "host-bound" not in timing.method
-
-
-@pytest.mark.gpu
-def test_a_candidate_slow_to_launch_gets_no_spin_and_is_timed_host_bound(cuda):
-    import torch
-
-    x = torch.zeros(1024, device=cuda)
-
-    def call(_i):
-        host_busy(300e-6)  # several times the flush: no call can be led
-        x.add_(1.0)
-
-    timing = time_cuda(call, lambda _i: None, cuda, POLICY)
-    assert "host-bound" in timing.method, timing
-    assert timing.median_ms > 0.15, timing
-
-
-@pytest.mark.gpu
-def test_a_lead_that_runs_shorter_than_planned_does_not_let_host_time_in(cuda, monkeypatch):
-    import torch
-
-    from core.evaluate import timing
-
-    calibrate = timing.LaunchLead.__init__
-
-    def miscalibrated(self, *args):
-        calibrate(self, *args)
-        self.cycles_per_s /= 4  # as if calibrated at a quarter of the clock the GPU runs at: every spin runs short
-
-    monkeypatch.setattr(timing.LaunchLead, "__init__", miscalibrated)
     x = torch.zeros(1024, device=cuda)
 
     def call(_i):
         host_busy(300e-6)
         x.add_(1.0)
 
-    timing_ = time_cuda(call, lambda _i: None, cuda, POLICY, trusted=True)
+    return call
+
+
+@pytest.mark.gpu
+def test_a_call_slow_to_launch_is_timed_by_its_gpu_work(cuda, slow_launch):
+    timing = time_cuda(slow_launch, lambda _i: None, cuda, POLICY, trusted=True)
+    assert timing.median_ms < 0.05, timing
+    assert "host-bound" not in timing.method
+
+
+@pytest.mark.gpu
+def test_a_candidate_slow_to_launch_gets_no_spin_and_is_timed_host_bound(cuda, slow_launch):
+    timing = time_cuda(slow_launch, lambda _i: None, cuda, POLICY)  # no spin: no call can be led
+    assert "host-bound" in timing.method, timing
+    assert timing.median_ms > 0.15, timing
+
+
+@pytest.mark.gpu
+def test_a_lead_that_runs_shorter_than_planned_does_not_let_host_time_in(cuda, slow_launch, monkeypatch):
+    from core.evaluate import timing
+
+    calibrate = timing.LaunchLead.__init__
+
+    def miscalibrated(self, *args, **kwargs):
+        calibrate(self, *args, **kwargs)
+        self.cycles_per_s /= 4  # as if calibrated at a quarter of the clock the GPU runs at: every spin runs short
+
+    monkeypatch.setattr(timing.LaunchLead, "__init__", miscalibrated)
+    timing_ = time_cuda(slow_launch, lambda _i: None, cuda, POLICY, trusted=True)
     assert timing_.median_ms < 0.05, timing_
     assert "host-bound" not in timing_.method
 

@@ -40,9 +40,11 @@ FLUSH_FLOOR_BYTES = 256 << 20
 BATCH_CALLS = 100
 
 
-# A device-wide synchronisation waiting this much longer than one on the idle device (about 20 us on the H200 box)
-# waited for work.
+# A device-wide synchronisation waiting longer than one on the idle device (about 20 us on the H200 box) by more than
+# this, plus this share of the call's own time, waited for work. The share: after an honest call of one long kernel the
+# first synchronisation is itself slower, by about 17 us after 1 ms and 85-100 us after 16-64 ms on the H200.
 UNSEEN_WORK_S = 30e-6
+UNSEEN_WORK_SHARE = 0.01
 
 # The lead ahead of a call covers this multiple of the host's launch time (measured per call), up to the cap: a call
 # that keeps the host longer (one that waits on the GPU itself) is timed with its host time in, and says so.
@@ -150,6 +152,13 @@ def _gpu_seconds(work: Callable[[], None]) -> float:
     return max(start.elapsed_time(end) / 1e3, 1e-9)
 
 
+def host_bound(led: int, calls: int, min_calls: int) -> bool:
+    """Whether too few of ``calls`` were led to time a call by its GPU work alone: fewer than ``min_calls`` and
+    fewer than half of them. (The first call after a long synchronisation can launch slowly on a host just woken, so
+    a long kernel timed the minimum number of times may miss that minimum by a call or two.)"""
+    return led < min_calls and 2 * led < calls
+
+
 def led_samples(times: list[float], hosts: list[float], leads: list[float]) -> list[float]:
     """The times of calls the host launched within the lead the GPU gave them (so the GPU never waited on the host
     for them). ``hosts``: from before the lead's launch to after the call's end event, seconds; ``leads``: from an
@@ -243,16 +252,23 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         if not led and lead.capped:
             break
     method = "cuda events per call, L2 flushed, device-wide check"
-    if len(times) < policy.min_calls:
+    if host_bound(len(times), len(every), policy.min_calls):
         times = every
         method += "; host-bound: the calls kept the GPU waiting for the host"
     median, spread = quantiles(times)
-    unseen = _device_wide_check(call, prepare, device, policy, flush, starts, ends)
+    unseen = _device_wide_check(call, prepare, device, policy, flush, starts, ends, median / 1e3)
     return unseen or Timing(median, spread, len(times), method)
 
 
+def left_unseen_work(lags: list[float], call_s: float) -> bool:
+    """Whether device-wide synchronisations after calls (``lags``: each one's wait beyond an idle synchronisation's,
+    seconds) waited for work the current stream's events did not see, for calls of ``call_s`` seconds each."""
+    return bool(lags) and statistics.median(lags) > UNSEEN_WORK_S + UNSEEN_WORK_SHARE * call_s
+
+
 def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
-                       policy: TimingPolicy, flush: L2Flush, starts: list, ends: list) -> Timing | None:
+                       policy: TimingPolicy, flush: L2Flush, starts: list, ends: list,
+                       call_s: float) -> Timing | None:
     """A shorter pass that catches work left on other streams, or None when there was none.
 
     Each call starts on an idle GPU (flush, then a device-wide synchronisation, no lead), so work the call puts on
@@ -280,7 +296,7 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
         torch.cuda.synchronize(device)  # the same wait on an idle device: what a synchronisation costs by itself
         lags[-1] -= time.perf_counter() - began
         device_times.append(starts[i].elapsed_time(after[i]))
-    if not lags or statistics.median(lags) <= UNSEEN_WORK_S:
+    if not left_unseen_work(lags, call_s):
         return None
     device_median, device_spread = quantiles(device_times)
     return Timing(device_median, device_spread, len(device_times),

@@ -84,9 +84,13 @@ def _is_fatal_cuda(exc: BaseException) -> bool:
 
 
 class _Watch:
-    """Identities of the functions the harness relies on, captured before any candidate code is imported."""
+    """Identities of the functions the harness relies on, captured before any candidate code is imported: every name
+    in the timing module (its functions, its classes' members, its constants, the modules it calls), and the
+    functions of other modules that the verdict path calls."""
 
     def __init__(self) -> None:
+        import statistics
+
         import torch
 
         from core.evaluate import exchange, timing
@@ -101,20 +105,26 @@ class _Watch:
             ("exchange.write_outputs", exchange, "write_outputs"),
             ("torch.equal", torch, "equal"),
             ("time.perf_counter", time, "perf_counter"),
+            ("statistics.median", statistics, "median"),
+            ("statistics.quantiles", statistics, "quantiles"),
             ("json.dumps", json, "dumps"),
-            ("timing.time_cuda", timing, "time_cuda"),
-            ("timing.time_cpu", timing, "time_cpu"),
-            ("timing.quantiles", timing, "quantiles"),
-            ("timing.L2Flush.__call__", timing.L2Flush, "__call__"),
-            ("timing.LaunchLead.__call__", timing.LaunchLead, "__call__"),
-            ("timing.led_samples", timing, "led_samples"),
-            ("timing.RotatingInputs.stage", timing.RotatingInputs, "stage"),
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),
             ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
         ]:
-            value = getattr(owner, name)
-            self.items[label] = (owner, name, (value, getattr(value, "__code__", None)))
+            self._add(label, owner, name)
+        for name, value in vars(timing).items():
+            if name.startswith("__"):
+                continue
+            self._add(f"timing.{name}", timing, name)
+            if isinstance(value, type) and value.__module__ == timing.__name__:
+                for member in vars(value):
+                    if member not in ("__dict__", "__weakref__"):  # views made anew on each access
+                        self._add(f"timing.{name}.{member}", value, member)
+
+    def _add(self, label: str, owner: Any, name: str) -> None:
+        value = getattr(owner, name)
+        self.items[label] = (owner, name, (value, getattr(value, "__code__", None)))
 
     def tampered(self) -> list[str]:
         changed = []

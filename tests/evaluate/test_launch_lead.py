@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.evaluate.timing import TimingPolicy, led_samples, time_cuda
+from core.evaluate.timing import TimingPolicy, host_bound, led_samples, time_cuda
 
 POLICY = TimingPolicy(warmup_calls=3, min_calls=20, max_calls=300, target_seconds=0.02)
 
@@ -17,6 +17,17 @@ def test_calls_launched_slower_than_their_lead_are_not_counted():
     hosts = [30e-6, 120e-6, 60e-6, 99e-6, 99e-6]
     leads = [100e-6, 100e-6, 100e-6, 100e-6, 80e-6]  # the last call's lead ran short on the GPU
     assert led_samples(times, hosts, leads) == [0.005, 0.006, 0.040]
+
+
+@pytest.mark.parametrize("led, calls, expected", [
+    (20, 20, False),
+    (19, 21, False),  # the first call after a synchronisation launched late
+    (5, 40, True),
+    (0, 20, True),
+    (150, 400, False),  # enough calls led, though most were not
+])
+def test_a_timing_is_host_bound_when_too_few_calls_were_led(led, calls, expected):
+    assert host_bound(led, calls, min_calls=20) is expected
 
 
 def host_busy(seconds: float) -> None:

@@ -1,0 +1,56 @@
+"""The device-wide check of core.evaluate.timing: work a call leaves on other streams is caught, and the slower first
+synchronisation after one long honest kernel is not taken for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.evaluate.timing import TimingPolicy, left_unseen_work, time_cuda
+
+POLICY = TimingPolicy(warmup_calls=2, min_calls=20, max_calls=40, target_seconds=0.02)
+CYCLES_PER_MS = 1_980_000  # the H200's boost clock; the tests need lengths only roughly
+
+
+@pytest.mark.parametrize("lags_us, call_ms, unseen", [
+    ([], 1.0, False),
+    ([20, 25, 28], 0.01, False),  # an idle synchronisation's jitter
+    ([85, 90, 100], 16.0, False),  # what the H200 showed after one honest 16 ms kernel
+    ([40, 45, 50], 0.01, True),  # tens of microseconds left behind a short call
+    ([340, 360, 20], 16.0, True),  # the median call left 340 us
+    ([20, 360, 20], 0.01, False),  # one slow synchronisation is not a pattern
+])
+def test_a_wait_counts_as_unseen_work_beyond_an_idle_wait_and_a_share_of_the_call(lags_us, call_ms, unseen):
+    assert left_unseen_work([lag * 1e-6 for lag in lags_us], call_ms * 1e-3) is unseen
+
+
+@pytest.fixture
+def cuda():
+    import torch
+
+    return torch.device("cuda")
+
+
+@pytest.mark.gpu
+def test_one_long_honest_kernel_is_timed_on_its_stream(cuda):
+    import torch
+
+    timing = time_cuda(lambda _i: torch.cuda._sleep(16 * CYCLES_PER_MS), lambda _i: None, cuda, POLICY)
+    assert "device-wide synchronisation" not in timing.method, timing
+    assert "host-bound" not in timing.method, timing  # a call or two after each synchronisation may launch late
+
+
+@pytest.mark.gpu
+def test_work_left_on_another_stream_after_a_long_kernel_is_caught(cuda):
+    import torch
+
+    side = torch.cuda.Stream(cuda)
+
+    def call(_i):
+        torch.cuda._sleep(16 * CYCLES_PER_MS)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # 2 ms more, never joined back: after the current stream's end event
+            torch.cuda._sleep(2 * CYCLES_PER_MS)
+
+    timing = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert "device-wide synchronisation" in timing.method, timing
+    assert timing.median_ms > 17.5, timing

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 
 from core.evaluate import sandbox
+from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
 from core.evaluate.timing import TimingPolicy
 from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
@@ -65,7 +66,8 @@ class WorkerGone(Exception):
 
 
 class WorkerProcess:
-    def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path):
+    def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path,
+                 cores: frozenset[int] | None = None):
         self.role = role
         self.device = device
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
@@ -87,7 +89,7 @@ class WorkerProcess:
                 [*prefix, sys.executable, "-m", "core.evaluate.worker", role,
                  "cuda" if device.startswith("cuda") else "cpu", str(child_fd)],
                 cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, preexec_fn=sandbox.apply_limits if role == "candidate" else None,
+                start_new_session=True, preexec_fn=_before_exec(role == "candidate", cores),
             )
         os.close(child_fd)
         self.started = time.monotonic()
@@ -176,9 +178,25 @@ class WorkerProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def _before_exec(limits: bool, cores: frozenset[int] | None):
+    """What a worker's child runs before exec: the candidate's resource limits, its kept cores."""
+    if not limits and not cores:
+        return None
+
+    def prepare() -> None:
+        if cores:
+            os.sched_setaffinity(0, cores)
+        if limits:
+            sandbox.apply_limits()
+
+    return prepare
+
+
 class _DeviceSlot:
-    def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool):
+    def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool,
+                 timing_cores: frozenset[int] | None = None):
         self.index, self.device, self.gpu, self.scratch_root, self.want_spare = index, device, gpu, scratch_root, spare
+        self.timing_cores = timing_cores  # the candidate processes' own cores (core.evaluate.cores), or None
         self.judge = self._start("judge")
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
@@ -186,7 +204,8 @@ class _DeviceSlot:
         self.baseliner_lock = anyio.Lock()
 
     def _start(self, role: str) -> WorkerProcess:
-        return WorkerProcess(role, self.device, self.gpu, self.scratch_root)
+        return WorkerProcess(role, self.device, self.gpu, self.scratch_root,
+                             self.timing_cores if role == "candidate" else None)
 
     def replace_candidate(self) -> None:
         self.candidate.close()
@@ -251,14 +270,20 @@ class PoolUsage:
 
 class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
-                 workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0):
+                 workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True):
         self.device = device
         self.workload_timeout_s = workload_timeout_s
         self.load_timeout_s = load_timeout_s
         self._root = Path(tempfile.mkdtemp(prefix="kernelfleet-eval-"))
         self._network_prefix = sandbox.network_isolation_prefix()
         ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
-        self._slots = [_DeviceSlot(i, device, gpu, self._root, spare) for i, gpu in enumerate(ids)]
+        self.core_plan = plan_cores(os.sched_getaffinity(0), len(ids)) \
+            if keep_timing_cores and device.startswith("cuda") and hasattr(os, "sched_getaffinity") else None
+        # This process and all it starts from now on (judges, builds, compile workers) leave the kept cores alone.
+        self._cores_before = confine_process(self.core_plan.shared) if self.core_plan else None
+        self._slots = [_DeviceSlot(i, device, gpu, self._root, spare,
+                                   self.core_plan.timing[i] if self.core_plan else None)
+                       for i, gpu in enumerate(ids)]
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
@@ -273,6 +298,9 @@ class EvaluationPool:
         for slot in self._slots:
             slot.close()
         shutil.rmtree(self._root, ignore_errors=True)
+        if self._cores_before is not None:
+            confine_process(self._cores_before)
+            self._cores_before = None
 
     async def wait_ready(self, include_spares: bool = False) -> None:
         for slot in self._slots:

@@ -178,6 +178,8 @@ class Fleet:
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
                                   f"{len(self._names)} agents, device {self.device}"
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
+                if getattr(pool, "core_plan", None) is not None:
+                    self.event("log", pool.core_plan.describe())
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._prepare_all)

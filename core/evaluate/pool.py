@@ -66,30 +66,34 @@ class WorkerGone(Exception):
 
 
 class WorkerProcess:
+    """One worker process. A candidate's goes through the machine's confinement (``sandbox.confinement()``): it can
+    write only ``scratch`` and the ``writable`` folders, and read the ``keep`` paths where home folders are hidden.
+    Every role gets an environment without secrets."""
+
     def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path,
-                 cores: frozenset[int] | None = None):
+                 cores: frozenset[int] | None = None, *, writable: Sequence[Path] = (), keep: Sequence[Path] = ()):
         self.role = role
         self.device = device
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
         parent, child = socket.socketpair()
         self.conn = Connection(parent.detach())
         child_fd = child.detach()
-        env = dict(os.environ)
-        if role == "candidate":
-            env = sandbox.scrubbed_environment(env, str(self.scratch))
+        candidate = role == "candidate"
+        env = sandbox.scrubbed_environment(os.environ, str(self.scratch) if candidate else None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH", "")]))
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(gpu)
         elif device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
-        prefix = sandbox.network_isolation_prefix() if role == "candidate" else ()
-        self.log_path = self.scratch / ("candidate.log" if role == "candidate" else "judge.log")
+        worker = [sys.executable, "-m", "core.evaluate.worker", role, "cuda" if device.startswith("cuda") else "cpu",
+                  str(child_fd)]
+        if candidate:
+            worker = sandbox.confinement().command(worker, write=[self.scratch, *writable], keep=keep)
+        self.log_path = self.scratch / ("candidate.log" if candidate else "judge.log")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "core.evaluate.worker", role,
-                 "cuda" if device.startswith("cuda") else "cpu", str(child_fd)],
-                cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, preexec_fn=_before_exec(role == "candidate", cores),
+                worker, cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, start_new_session=True, preexec_fn=_before_exec(candidate, cores),
             )
         os.close(child_fd)
         self.started = time.monotonic()
@@ -194,9 +198,16 @@ def _before_exec(limits: bool, cores: frozenset[int] | None):
 
 class _DeviceSlot:
     def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool,
-                 timing_cores: frozenset[int] | None = None):
+                 timing_cores: frozenset[int] | None = None, keep: Sequence[Path] = ()):
         self.index, self.device, self.gpu, self.scratch_root, self.want_spare = index, device, gpu, scratch_root, spare
         self.timing_cores = timing_cores  # the candidate processes' own cores (core.evaluate.cores), or None
+        self.keep = tuple(keep)
+        # Where this device's candidates write their outputs for the judge: the only folders they can write besides
+        # their scratch, and no other device's candidate can (it could forge or spoil another attempt's outputs).
+        self.exchange_disk = scratch_root / f"exchange-{index}"
+        self.exchange_disk.mkdir()
+        self.exchange_memory = Path(tempfile.mkdtemp(prefix=f"kernelfleet-exchange-{index}-", dir=SHARED_MEMORY)) \
+            if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK) else None
         self.judge = self._start("judge")
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
@@ -204,8 +215,11 @@ class _DeviceSlot:
         self.baseliner_lock = anyio.Lock()
 
     def _start(self, role: str) -> WorkerProcess:
-        return WorkerProcess(role, self.device, self.gpu, self.scratch_root,
-                             self.timing_cores if role == "candidate" else None)
+        if role != "candidate":
+            return WorkerProcess(role, self.device, self.gpu, self.scratch_root)
+        writable = [p for p in (self.exchange_disk, self.exchange_memory) if p is not None]
+        return WorkerProcess(role, self.device, self.gpu, self.scratch_root, self.timing_cores, writable=writable,
+                             keep=self.keep)
 
     def replace_candidate(self) -> None:
         self.candidate.close()
@@ -232,6 +246,8 @@ class _DeviceSlot:
         for worker in (self.judge, self.candidate, self.spare, self._baseliner):
             if worker is not None:
                 worker.close()
+        if self.exchange_memory is not None:
+            shutil.rmtree(self.exchange_memory, ignore_errors=True)
 
 
 @dataclass
@@ -270,19 +286,23 @@ class PoolUsage:
 
 class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
-                 workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True):
+                 workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True,
+                 readable: Sequence[str | Path] = ()):
+        """``readable``: folders the candidates must read besides the Python installation and the project (the
+        problems, the blobs), where the confinement hides the home folders."""
         self.device = device
         self.workload_timeout_s = workload_timeout_s
         self.load_timeout_s = load_timeout_s
         self._root = Path(tempfile.mkdtemp(prefix="kernelfleet-eval-"))
-        self._network_prefix = sandbox.network_isolation_prefix()
+        self.confinement = sandbox.confinement()
+        keep = sandbox.kept_paths(readable)
         ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
         self.core_plan = plan_cores(os.sched_getaffinity(0), len(ids)) \
             if keep_timing_cores and device.startswith("cuda") and hasattr(os, "sched_getaffinity") else None
         # This process and all it starts from now on (judges, builds, compile workers) leave the kept cores alone.
         self._cores_before = confine_process(self.core_plan.shared) if self.core_plan else None
         self._slots = [_DeviceSlot(i, device, gpu, self._root, spare,
-                                   self.core_plan.timing[i] if self.core_plan else None)
+                                   self.core_plan.timing[i] if self.core_plan else None, keep)
                        for i, gpu in enumerate(ids)]
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
@@ -454,11 +474,11 @@ class EvaluationPool:
 
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
         started = time.monotonic()
-        protections = sandbox.protections(self._network_prefix)
+        protections = self.confinement.protections()
         indices = job.workloads if job.workloads is not None else tuple(range(len(job.problem.workloads)))
         base_seed = secrets.randbits(31)
         seeds = [base_seed + i for i in range(job.rounds)]
-        exchange = Path(tempfile.mkdtemp(prefix="kernelfleet-exchange-", dir=self._exchange_parent(job, indices)))
+        exchange = Path(tempfile.mkdtemp(prefix="kernelfleet-exchange-", dir=self._exchange_parent(slot, job, indices)))
         common = {"problem_dir": str(Path(job.problem.path).resolve()), "blob_roots": list(job.blob_roots)}
 
         def finish(workloads: list[WorkloadVerdict]) -> Verdict:
@@ -490,17 +510,18 @@ class EvaluationPool:
                 break
         return finish(results)
 
-    def _exchange_parent(self, job: EvalJob, indices: Sequence[int]) -> Path:
-        """Outputs reach the judge as files: in memory (/dev/shm) when one workload's files fit there easily (they
-        are deleted after each workload), else on disk in the pool's folder."""
-        if not SHARED_MEMORY.is_dir():
-            return self._root
+    @staticmethod
+    def _exchange_parent(slot: _DeviceSlot, job: EvalJob, indices: Sequence[int]) -> Path:
+        """Outputs reach the judge as files: in memory (the device's folder in /dev/shm) when one workload's files
+        fit there easily (they are deleted after each workload), else on disk in the device's folder."""
+        if slot.exchange_memory is None:
+            return slot.exchange_disk
         try:
             largest = max((_exchange_bytes(job, i) for i in indices), default=0)
-            free = shutil.disk_usage(SHARED_MEMORY).free
+            free = shutil.disk_usage(slot.exchange_memory).free
         except (OSError, KeyError, ValueError):
-            return self._root
-        return SHARED_MEMORY if largest <= min(SHARED_MEMORY_MAX_BYTES, free // 4) else self._root
+            return slot.exchange_disk
+        return slot.exchange_memory if largest <= min(SHARED_MEMORY_MAX_BYTES, free // 4) else slot.exchange_disk
 
     @staticmethod
     def _no_room(job: EvalJob, index: int, exchange: Path) -> str:

@@ -1,4 +1,5 @@
-"""How a candidate's process is confined: scrubbed environment, own scratch folder, resource limits, no network.
+"""How a candidate's process is confined: scrubbed environment, own scratch folder, resource limits, and where the
+machine allows it the confine launcher (``core/evaluate/confine.py``: own PID, mount and network namespaces).
 
 What could be put in force is reported, so a verdict says which protections applied.
 """
@@ -11,7 +12,13 @@ import re
 import resource
 import shutil
 import subprocess
-from collections.abc import Mapping
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # Variables a candidate never sees: anything that looks like a credential, plus known secret-bearing names.
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
@@ -23,13 +30,18 @@ FILE_SIZE_LIMIT = 48 << 30
 OPEN_FILES_LIMIT = 4096
 
 
-def scrubbed_environment(base: Mapping[str, str], scratch: str) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not _is_secret(k)}
-    env.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+def scrubbed_environment(base: Mapping[str, str], scratch: str | None = None,
+                         extra_secrets: tuple[str, ...] = ()) -> dict[str, str]:
+    """``base`` without anything that looks like a credential (nor the ``extra_secrets`` names); with ``scratch``,
+    also HOME and TMPDIR pointed at it (a candidate's process)."""
+    env = {k: v for k, v in base.items() if not is_secret_name(k) and k not in extra_secrets}
+    if scratch is not None:
+        env.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     return env
 
 
-def _is_secret(name: str) -> bool:
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a credential."""
     return bool(_SECRET_NAME.search(name)) or name.upper().startswith(_SECRET_PREFIXES)
 
 
@@ -58,9 +70,91 @@ def network_isolation_prefix() -> tuple[str, ...]:
     return ()
 
 
-def protections(network_prefix: tuple[str, ...]) -> tuple[str, ...]:
-    network = "no network (own network namespace)" if network_prefix else \
-        "network NOT isolated (no permission for a network namespace here)"
-    return ("environment scrubbed of secrets", "own scratch folder as HOME and TMPDIR",
-            f"limits: no core dumps, files <= {FILE_SIZE_LIMIT >> 30} GiB, <= {OPEN_FILES_LIMIT} open files",
-            "verdict computed outside the candidate's process", network)
+CONFINE_SCRIPT = Path(__file__).with_name("confine.py")
+# Run inside the confinement by the probe: PID 1 with no other process in sight, its folder writable, another not.
+_PROBE_CHECK = r"""
+import os, sys
+def writable(folder):
+    try:
+        with open(os.path.join(folder, ".kernelfleet-probe"), "w"):
+            pass
+    except OSError:
+        return False
+    os.unlink(os.path.join(folder, ".kernelfleet-probe"))
+    return True
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+ok = os.getpid() == 1 and len(pids) <= 2 and writable(sys.argv[1]) and not writable(sys.argv[2])
+sys.exit(0 if ok else 3)
+"""
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How candidate processes are started on this machine: through the confine launcher when it works here, else
+    in a network namespace alone (or nothing), with the missing protections said in ``missing``."""
+
+    confined: bool
+    network_prefix: tuple[str, ...] = ()
+    missing: str = ""
+
+    def command(self, worker: list[str], *, write: Sequence[Path], keep: Sequence[Path]) -> list[str]:
+        if not self.confined:
+            return [*self.network_prefix, *worker]
+        args = [sys.executable, str(CONFINE_SCRIPT)]
+        for path in write:
+            args += ["--write", str(path)]
+        for path in keep:
+            args += ["--keep", str(path)]
+        return [*args, "--", *worker]
+
+    def protections(self) -> tuple[str, ...]:
+        common = ("environment scrubbed of secrets", "own scratch folder as HOME and TMPDIR",
+                  f"limits: no core dumps, files <= {FILE_SIZE_LIMIT >> 30} GiB, <= {OPEN_FILES_LIMIT} open files",
+                  "verdict computed outside the candidate's process")
+        if self.confined:
+            return common + ("own PID namespace and /proc (no other process visible)",
+                             "filesystem read-only except its scratch and exchange folders",
+                             "home folders, /run and disks hidden", "no network (own network namespace)")
+        network = "no network (own network namespace)" if self.network_prefix else \
+            "network NOT isolated (no permission for a network namespace here)"
+        return common + (network, f"NOT confined: {self.missing}")
+
+
+@functools.cache
+def confinement() -> Confinement:
+    """Whether the confine launcher works on this machine (probed once per process)."""
+    if not sys.platform.startswith("linux"):
+        return Confinement(False, network_isolation_prefix(), "namespaces need Linux")
+    with tempfile.TemporaryDirectory(prefix="kernelfleet-probe-") as folder:
+        outside = Path(folder) / "outside"
+        inside = Path(folder) / "inside"
+        outside.mkdir()
+        inside.mkdir()
+        command = Confinement(True).command([sys.executable, "-I", "-c", _PROBE_CHECK, str(inside), str(outside)],
+                                            write=[inside], keep=kept_paths())
+        try:
+            probe = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Confinement(False, network_isolation_prefix(), f"the confine launcher did not run ({exc})")
+    if probe.returncode == 0:
+        return Confinement(True)
+    said = [line for line in probe.stderr.splitlines() if line.startswith("confine:")]
+    why = said[-1].removeprefix("confine: ") if said else f"its check failed (exit {probe.returncode})"
+    return Confinement(False, network_isolation_prefix(),
+                       f"{why}; candidates can see other processes and write wherever this user can")
+
+
+def kept_paths(extra: Sequence[str | Path] = ()) -> list[Path]:
+    """What a confined candidate must still read when the home folders are hidden: the Python installation and
+    import path, the project, the cache, the temporary folder, and ``extra`` (problems, blobs)."""
+    from core.cache import cache_root
+
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             *sys.path, str(PROJECT_ROOT), str(cache_root()), tempfile.gettempdir(), *map(str, extra)]
+    out: list[Path] = []
+    for path in paths:
+        if path and os.path.exists(path):
+            real = Path(os.path.realpath(path))
+            if real not in out and str(real) != "/":
+                out.append(real)
+    return out

@@ -20,11 +20,19 @@ def test_small_outputs_go_through_memory_and_large_ones_through_disk(monkeypatch
     job = EvalJob(problem=problem, solution=None, solution_dir="", rounds=5)
     pool = EvaluationPool("cpu", spare=False)
     try:
-        assert pool._exchange_parent(job, (0,)) == Path("/dev/shm")
+        slot = pool._slots[0]
+        assert slot.exchange_memory.parent == Path("/dev/shm")
+        assert pool._exchange_parent(slot, job, (0,)) == slot.exchange_memory
         # The largest workload (32768 x 4096 bf16 = 256 MiB, 11 files) is over a 1 GiB allowance.
-        assert pool._exchange_parent(job, (0, len(problem.workloads) - 1)) == pool._root
-        monkeypatch.setattr(pool_module, "SHARED_MEMORY", Path("/nonexistent-shm"))
-        assert pool._exchange_parent(job, (0,)) == pool._root
+        assert pool._exchange_parent(slot, job, (0, len(problem.workloads) - 1)) == slot.exchange_disk
+        assert slot.exchange_disk.parent == pool._root
+    finally:
+        pool.close()
+    assert not slot.exchange_memory.exists()
+    monkeypatch.setattr(pool_module, "SHARED_MEMORY", Path("/nonexistent-shm"))
+    pool = EvaluationPool("cpu", spare=False)
+    try:
+        assert pool._exchange_parent(pool._slots[0], job, (0,)) == pool._slots[0].exchange_disk
     finally:
         pool.close()
 

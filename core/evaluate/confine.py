@@ -8,7 +8,7 @@ namespaces, then, before it execs COMMAND:
   machine, and so no other process's environment or command line, can be seen. When the launcher dies, the
   namespace dies with it;
 - the whole filesystem is read-only, except the ``--write`` folders;
-- the home folders (``/home``, ``/root`` and ``$HOME``) are replaced by empty ones in which only the ``--keep``
+- the home folders (``/home``, ``/root`` and the ``--hide`` ones: the user's home) are replaced by empty ones in which only the ``--keep``
   paths (the Python installation, the project, the problems) are put back, so dotfiles, keys and shell histories
   are out of reach; ``/run`` (daemon sockets, per-user runtime folders) is empty;
 - ``/dev`` holds only null, zero, full, random, urandom and the NVIDIA devices, and ``/dev/shm`` is private;
@@ -162,17 +162,16 @@ def _bind_onto_copy(fd_path: str, target: Path) -> None:
     _mount(fd_path, str(target), None, MS_BIND | MS_REC)
 
 
-def _hidden_roots(keep: list[str], write: list[str]) -> list[str]:
-    """The home folders to replace: each existing one that is not itself (or inside) a path that must stay."""
-    home = os.environ.get("HOME", "")
-    candidates = list(HOME_ROOTS) + ([home] if home and home != "/" else [])
+def _hidden_roots(hide: list[str], keep: list[str], write: list[str]) -> list[str]:
+    """The home folders to replace (``HOME_ROOTS`` and ``hide``): each existing one, unless it is itself a path that
+    must stay or lies inside a writable one. Kept paths inside a replaced folder are put back by ``_hide_homes``."""
     roots: list[str] = []
-    for root in candidates:
+    for root in list(HOME_ROOTS) + hide:
         real = os.path.realpath(root)
-        if not os.path.isdir(real) or real == "/":
+        if not os.path.isdir(real) or real == "/" or real in keep:
             continue
-        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in keep + write):
-            continue  # a kept path is this folder or one above it: hiding it would hide what must stay
+        if any(real == w or real.startswith(w.rstrip("/") + "/") for w in write):
+            continue
         if any(real == r or real.startswith(r + "/") for r in roots):
             continue
         roots = [r for r in roots if not r.startswith(real + "/")] + [real]
@@ -246,13 +245,13 @@ def _check_read_only(writable: set[str]) -> None:
         raise ConfineError(f"still writable: {', '.join(left[:5])}")
 
 
-def confine(write: list[str], keep: list[str], uid: int, gid: int) -> None:
+def confine(write: list[str], keep: list[str], hide: list[str], uid: int, gid: int) -> None:
     """Everything after the fork, in the new namespaces: the filesystem view, then the lock."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     for path in write:
         _mount(path, path, None, MS_BIND | MS_REC)
     _remount_read_only(set(write))
-    _hide_homes(_hidden_roots(keep, write), keep + write)
+    _hide_homes(_hidden_roots(hide, keep, write), keep + write)
     _empty_run()
     _new_dev(write)
     _new_proc()
@@ -305,24 +304,25 @@ def _fail(message: str) -> None:
     os._exit(CONFINE_FAILED)
 
 
-def parse_args(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
-    write, keep = [], []
+def parse_args(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """``--write DIR``, ``--keep PATH`` and ``--hide DIR`` (each repeatable), ``--``, then the command."""
+    paths: dict[str, list[str]] = {"--write": [], "--keep": [], "--hide": []}
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] in ("--write", "--keep") and i + 1 < len(argv):
-            (write if argv[i] == "--write" else keep).append(os.path.realpath(argv[i + 1]))
+        if argv[i] in paths and i + 1 < len(argv):
+            paths[argv[i]].append(os.path.realpath(argv[i + 1]))
             i += 2
         else:
             raise ConfineError(f"unknown argument {argv[i]!r}")
     command = argv[i + 1:]
     if not command:
         raise ConfineError("no command after --")
-    return write, keep, command
+    return paths, command
 
 
 def main(argv: list[str]) -> None:
     try:
-        write, keep, command = parse_args(argv)
+        paths, command = parse_args(argv)
         uid, gid = os.getuid(), os.getgid()
         _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC, "namespaces")
         _map_ids(0, uid, 0, gid)
@@ -336,7 +336,7 @@ def main(argv: list[str]) -> None:
     os.close(told)
     try:
         _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
-        confine(write, keep, uid, gid)
+        confine(paths["--write"], paths["--keep"], paths["--hide"], uid, gid)
     except (ConfineError, OSError) as exc:
         _fail(str(exc))
     _init(command, tell)

@@ -21,7 +21,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # Variables a candidate never sees: anything that looks like a credential, plus known secret-bearing names.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 _SECRET_PREFIXES = ("OPENAI", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING", "GITHUB_",
                     "KERNELFLEET_LLM")
 
@@ -71,7 +71,7 @@ def network_isolation_prefix() -> tuple[str, ...]:
 
 
 CONFINE_SCRIPT = Path(__file__).with_name("confine.py")
-# Run inside the confinement by the probe: PID 1 with no other process in sight, its folder writable, another not.
+# Run inside the confinement by the probe: no process in sight but its init and itself, its folder writable, another not.
 _PROBE_CHECK = r"""
 import os, sys
 def writable(folder):
@@ -83,7 +83,7 @@ def writable(folder):
     os.unlink(os.path.join(folder, ".kernelfleet-probe"))
     return True
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
-ok = os.getpid() == 1 and len(pids) <= 2 and writable(sys.argv[1]) and not writable(sys.argv[2])
+ok = os.getpid() <= 2 and len(pids) <= 2 and writable(sys.argv[1]) and not writable(sys.argv[2])
 sys.exit(0 if ok else 3)
 """
 
@@ -98,13 +98,14 @@ class Confinement:
     missing: str = ""
 
     def command(self, worker: list[str], *, write: Sequence[Path], keep: Sequence[Path]) -> list[str]:
+        """``worker`` started confined: it writes only ``write`` and reads, of the home folders (this user's
+        included), only ``keep``."""
         if not self.confined:
             return [*self.network_prefix, *worker]
-        args = [sys.executable, str(CONFINE_SCRIPT)]
-        for path in write:
-            args += ["--write", str(path)]
-        for path in keep:
-            args += ["--keep", str(path)]
+        args = [sys.executable, str(CONFINE_SCRIPT), "--hide", str(Path.home())]
+        for flag, paths in (("--write", write), ("--keep", keep)):
+            for path in paths:
+                args += [flag, str(path)]
         return [*args, "--", *worker]
 
     def protections(self) -> tuple[str, ...]:

@@ -1,0 +1,174 @@
+"""A hostile candidate against the confinement: it looks for a canary key in every process's environment and
+command line, in its own environment and in the user's home, and tries to write outside its scratch folder. It
+reports what it found by raising (the key hex-encoded, so that no redactor could hide a finding from this test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from evaluate_support import PoolRunner, python_solution
+
+from core.evaluate import sandbox
+from core.evaluate.confine import CONFINE_FAILED
+from core.secrets import take_secrets
+
+CANARY = "sk-canary-" + uuid.uuid4().hex
+ROOT = Path(__file__).resolve().parents[2]
+
+HOSTILE = '''import json, os
+
+CANARY = {canary!r}
+TARGETS = {targets!r}
+HOME = {home!r}
+
+
+def _scan_processes():
+    hits, seen = [], 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        seen += 1
+        for part in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{{pid}}/{{part}}", "rb") as f:
+                    if CANARY.encode() in f.read():
+                        hits.append(f"/proc/{{pid}}/{{part}}")
+            except OSError:
+                pass
+    return hits, seen
+
+
+def _scan_files(top):
+    hits = []
+    for folder, _, files in os.walk(top):
+        for name in files:
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    if CANARY.encode() in f.read(1 << 20):
+                        hits.append(os.path.join(folder, name))
+            except OSError:
+                pass
+    return hits
+
+
+def run(x, weight, eps, out):
+    found, seen = _scan_processes()
+    found += [f"env:{{k}}" for k, v in os.environ.items() if CANARY in v]
+    found += _scan_files(HOME)
+    written = []
+    for i, target in enumerate(TARGETS):
+        try:
+            with open(target, "w") as f:
+                f.write("escaped")
+            written.append(i)
+        except OSError:
+            pass
+    # The reason is cut at 300 characters: short keys, and at most two findings (hex-encoded).
+    report = {{"found": [h.encode().hex()[:60] for h in found[:2]], "nfound": len(found), "written": written,
+               "n": seen, "pid": os.getpid(), "home": sorted(os.listdir(HOME))[:3] if os.path.isdir(HOME) else None}}
+    raise RuntimeError("REPORT" + json.dumps(report))
+'''
+
+
+def _report(reason: str) -> dict:
+    assert "REPORT" in reason, reason
+    return json.loads(reason.split("REPORT", 1)[1].split(" (main.py")[0])
+
+
+@pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
+def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tmp_path, monkeypatch,
+                                                                              rmsnorm_problem):
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    (home / ".bashrc").write_text(f"export OPENAI_API_KEY={CANARY}\n")
+    (home / ".config" / "token").write_text(CANARY)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("LLM_ENDPOINT_PASS", CANARY)  # a name no pattern catches: the config names it
+    take_secrets(["LLM_ENDPOINT_PASS"])  # what the orchestrator does before it starts any child
+    # Another process of this user that holds the key, as the user's shell would.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", CANARY],
+                              env={**os.environ, "SOME_VARIABLE": CANARY})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    targets = [str(outside / "escaped.txt"), str(home / "escaped.txt"), str(ROOT / "escaped-by-candidate.txt"),
+               f"/tmp/escaped-{uuid.uuid4().hex}", f"/dev/shm/escaped-{uuid.uuid4().hex}"]
+    runner = PoolRunner(workload_timeout_s=60)
+    try:
+        source = HOSTILE.format(canary=CANARY, targets=targets, home=str(home))
+        verdict = runner.evaluate(rmsnorm_problem, python_solution(source), workloads=(0,))
+    finally:
+        runner.close()
+        holder.kill()
+        holder.wait()
+    report = _report(verdict.reason)
+    assert report["nfound"] == 0, [bytes.fromhex(h).decode(errors="replace") for h in report["found"]]
+    # Its /dev/shm is a private one: a write there succeeds but lands nowhere anybody else can see.
+    assert [targets[i] for i in report["written"] if not targets[i].startswith("/dev/shm/")] == []
+    assert report["n"] <= 3 and report["pid"] <= 2  # the candidate sees its own namespace only
+    assert report["home"] == []  # the user's home is an empty folder to it
+    for target in targets:
+        assert not Path(target).exists(), target
+    assert any("PID namespace" in p for p in verdict.protections)
+
+
+@pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
+def test_confined_mounts_cannot_be_made_writable_or_unmounted(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    script = f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+results = {{}}
+results["remount_rw"] = libc.mount(None, b"/", None, 32 | 4096, None)  # MS_REMOUNT | MS_BIND, without MS_RDONLY
+results["umount_proc"] = libc.umount2(b"/proc", 2)
+results["umount_dev"] = libc.umount2(b"/dev", 2)
+results["disk_nodes"] = sorted(n for n in os.listdir("/dev") if n.startswith(("sd", "nvme", "vd", "loop", "mem")))
+try:
+    open({str(target / 'x')!r}, "w").close()
+    results["write_outside"] = 0
+except OSError:
+    results["write_outside"] = -1
+open("inside", "w").close()
+print(results)
+"""
+    command = sandbox.Confinement(True).command([sys.executable, "-I", "-c", script], write=[scratch],
+                                                keep=sandbox.kept_paths())
+    done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    results = eval(done.stdout)  # noqa: S307 - our own script's dict
+    assert results == {"remount_rw": -1, "umount_proc": -1, "umount_dev": -1, "disk_nodes": [],
+                       "write_outside": -1}
+    assert (scratch / "inside").exists() and not (target / "x").exists()
+
+
+@pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
+def test_the_launcher_ends_as_its_command_ended(tmp_path):
+    base = sandbox.Confinement(True)
+    keep = sandbox.kept_paths()
+
+    def run(code: str) -> int:
+        command = base.command([sys.executable, "-I", "-c", code], write=[tmp_path], keep=keep)
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=60).returncode
+
+    assert run("raise SystemExit(7)") == 7
+    assert run("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)") == -11  # not swallowed by an init
+    bad = subprocess.run([sys.executable, str(sandbox.CONFINE_SCRIPT), "--bogus", "--", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == CONFINE_FAILED and bad.stderr.startswith("confine: unknown argument")
+
+
+def test_no_confinement_is_said_in_the_protections():
+    weak = sandbox.Confinement(False, (), "unshare (namespaces): Operation not permitted (EPERM)")
+    said = weak.protections()
+    assert any(p.startswith("NOT confined: unshare") for p in said)
+    assert any("network NOT isolated" in p for p in said)
+    assert weak.command(["python", "-m", "w"], write=[Path("/x")], keep=[]) == ["python", "-m", "w"]

@@ -58,6 +58,7 @@ def _scan_files(top):
 
 
 def run(x, weight, eps, out):
+    total = float((x * weight).sum())  # the device works in here (on a GPU: CUDA inside the namespaces)
     found, seen = _scan_processes()
     found += [f"env:{{k}}" for k, v in os.environ.items() if CANARY in v]
     found += _scan_files(HOME)
@@ -71,7 +72,9 @@ def run(x, weight, eps, out):
             pass
     # The reason is cut at 300 characters: short keys, and at most two findings (hex-encoded).
     report = {{"found": [h.encode().hex()[:60] for h in found[:2]], "nfound": len(found), "written": written,
-               "n": seen, "pid": os.getpid(), "home": sorted(os.listdir(HOME))[:3] if os.path.isdir(HOME) else None}}
+               "n": seen, "pid": os.getpid(), "home": sorted(os.listdir(HOME))[:3] if os.path.isdir(HOME) else None,
+               "dev": str(x.device), "gpus": len([n for n in os.listdir("/dev") if n.startswith("nvidia")]),
+               "ok": total == total}}
     raise RuntimeError("REPORT" + json.dumps(report))
 '''
 
@@ -82,7 +85,8 @@ def _report(reason: str) -> dict:
 
 
 @pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
-def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tmp_path, monkeypatch,
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tmp_path, monkeypatch, device,
                                                                               rmsnorm_problem):
     home = tmp_path / "home"
     (home / ".config").mkdir(parents=True)
@@ -99,7 +103,7 @@ def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tm
     outside.mkdir()
     targets = [str(outside / "escaped.txt"), str(home / "escaped.txt"), str(ROOT / "escaped-by-candidate.txt"),
                f"/tmp/escaped-{uuid.uuid4().hex}", f"/dev/shm/escaped-{uuid.uuid4().hex}"]
-    runner = PoolRunner(workload_timeout_s=60)
+    runner = PoolRunner(device, workload_timeout_s=60)
     try:
         source = HOSTILE.format(canary=CANARY, targets=targets, home=str(home))
         verdict = runner.evaluate(rmsnorm_problem, python_solution(source), workloads=(0,))
@@ -113,6 +117,9 @@ def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tm
     assert [targets[i] for i in report["written"] if not targets[i].startswith("/dev/shm/")] == []
     assert report["n"] <= 3 and report["pid"] <= 2  # the candidate sees its own namespace only
     assert report["home"] == []  # the user's home is an empty folder to it
+    assert report["ok"] and report["dev"].startswith(device)
+    if device == "cuda":
+        assert report["gpus"] >= 2  # nvidiactl and the GPU itself, at least
     for target in targets:
         assert not Path(target).exists(), target
     assert any("PID namespace" in p for p in verdict.protections)

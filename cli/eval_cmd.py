@@ -190,6 +190,9 @@ class Outcome:
 def run_eval(args: argparse.Namespace) -> int:
     import anyio
 
+    from core.secrets import take_secrets
+
+    take_secrets()  # before any child process starts: none inherits a secret
     err = Console(stderr=True, highlight=False)
     try:
         problem, solution, indices = _load_inputs(args)
@@ -236,7 +239,8 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
 
     outcome = Outcome(problem, solution, indices, device, verdict=None)
     blob_roots = tuple(str(p) for p in args.blob_root)
-    async with EvaluationPool(device, spare=False, workload_timeout_s=args.timeout) as pool:
+    async with EvaluationPool(device, spare=False, workload_timeout_s=args.timeout,
+                              readable=[problem.path, *blob_roots]) as pool:
         if args.no_baseline:
             outcome.baseline_note = "T_b not measured (--no-baseline)"
         else:

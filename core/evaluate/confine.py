@@ -8,9 +8,9 @@ namespaces, then, before it execs COMMAND:
   machine, and so no other process's environment or command line, can be seen. When the launcher dies, the
   namespace dies with it;
 - the whole filesystem is read-only, except the ``--write`` folders;
-- the home folders (``/home``, ``/root`` and the ``--hide`` ones: the user's home) are replaced by empty ones in which only the ``--keep``
-  paths (the Python installation, the project, the problems) are put back, so dotfiles, keys and shell histories
-  are out of reach; ``/run`` (daemon sockets, per-user runtime folders) is empty;
+- the home folders (``/home``, ``/root`` and the ``--hide`` ones: the user's home) are replaced by empty ones in
+  which only the ``--keep`` paths (the Python installation, the project, the problems) are put back, so dotfiles,
+  keys and shell histories are out of reach; ``/run`` (daemon sockets, per-user runtime folders) is empty;
 - ``/dev`` holds only null, zero, full, random, urandom and the NVIDIA devices, and ``/dev/shm`` is private;
 - ``/proc/sys`` and the other writable kernel knobs under ``/proc`` are read-only;
 - no network: only a loopback interface that is down;

@@ -71,7 +71,8 @@ def network_isolation_prefix() -> tuple[str, ...]:
 
 
 CONFINE_SCRIPT = Path(__file__).with_name("confine.py")
-# Run inside the confinement by the probe: no process in sight but its init and itself, its folder writable, another not.
+# Run inside the confinement by the probe: no process in sight but its init and itself, its folder writable, another
+# not.
 _PROBE_CHECK = r"""
 import os, sys
 def writable(folder):
@@ -107,6 +108,14 @@ class Confinement:
             for path in paths:
                 args += [flag, str(path)]
         return [*args, "--", *worker]
+
+    def summary(self) -> str:
+        """One line for the start of a run: whether candidates are confined, and what is missing if not."""
+        if self.confined:
+            return ("candidates confined: own PID namespace and /proc, read-only filesystem but their scratch, "
+                    "homes and /run hidden, no network")
+        network = "no network" if self.network_prefix else "network NOT isolated"
+        return f"candidates NOT confined ({self.missing}); secrets scrubbed from their environment, {network}"
 
     def protections(self) -> tuple[str, ...]:
         common = ("environment scrubbed of secrets", "own scratch folder as HOME and TMPDIR",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 REDACTED = "[redacted]"
 # Shorter values would redact ordinary words and numbers; no real credential is this short.
@@ -21,17 +22,28 @@ _lock = threading.Lock()
 _taken: dict[str, str] = {}  # name -> value, for the life of the process
 
 
-def _secret_name(name: str) -> bool:
-    from core.evaluate.sandbox import is_secret_name
+# Variables no untrusted process sees: anything that looks like a credential, plus known secret-bearing names.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
+_SECRET_PREFIXES = ("OPENAI", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING", "GITHUB_",
+                    "KERNELFLEET_LLM")
 
-    return is_secret_name(name)
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a credential."""
+    return bool(_SECRET_NAME.search(name)) or name.upper().startswith(_SECRET_PREFIXES)
+
+
+def without_secrets(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> dict[str, str]:
+    """``env`` less every secret-looking variable and each of ``extra_names``."""
+    extra = set(extra_names)
+    return {k: v for k, v in env.items() if not is_secret_name(k) and k not in extra}
 
 
 def take_secrets(names: Iterable[str] = ()) -> dict[str, str]:
     """Move every secret-looking variable, and each of ``names`` (e.g. the one ``[llm] api_key_env`` names), out of
     this process's environment into memory; returns all taken so far."""
     wanted = set(names)
-    found = {k: v for k, v in os.environ.items() if v and (k in wanted or _secret_name(k))}
+    found = {k: v for k, v in os.environ.items() if v and (k in wanted or is_secret_name(k))}
     for name in found:
         del os.environ[name]
     _wipe_initial_environment(found)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -18,12 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from core.secrets import without_secrets
 
-# Variables a candidate never sees: anything that looks like a credential, plus known secret-bearing names.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
-_SECRET_PREFIXES = ("OPENAI", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING", "GITHUB_",
-                    "KERNELFLEET_LLM")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # Outputs reach the judge as files; the shared problems have single outputs of up to 32 GiB.
 FILE_SIZE_LIMIT = 48 << 30
@@ -34,15 +30,10 @@ def scrubbed_environment(base: Mapping[str, str], scratch: str | None = None,
                          extra_secrets: tuple[str, ...] = ()) -> dict[str, str]:
     """``base`` without anything that looks like a credential (nor the ``extra_secrets`` names); with ``scratch``,
     also HOME and TMPDIR pointed at it (a candidate's process)."""
-    env = {k: v for k, v in base.items() if not is_secret_name(k) and k not in extra_secrets}
+    env = without_secrets(base, extra_secrets)
     if scratch is not None:
         env.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     return env
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an environment variable's name looks like it holds a credential."""
-    return bool(_SECRET_NAME.search(name)) or name.upper().startswith(_SECRET_PREFIXES)
 
 
 def apply_limits() -> None:

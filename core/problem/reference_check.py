@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from core.secrets import without_secrets
+
 
 class Outcome:
     PASSED = "passed"
@@ -142,7 +144,9 @@ def check_in_subprocess(problem_dir: Path, device: str, seed: int, timeout_s: fl
         proc = subprocess.Popen(
             [sys.executable, "-m", "core.problem.reference_check", json.dumps(request)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd=scratch,
-            env={**os.environ, "PYTHONPATH": _project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
+            # A reference is problem code, as untrusted as a candidate: no secret in its environment.
+            env={**without_secrets(os.environ),
+                 "PYTHONPATH": _project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
         )
         try:
             _, stderr = proc.communicate(timeout=timeout_s)

@@ -89,7 +89,7 @@ class RoutingServer(ScriptedServer):
         self.finished: set[str] = set()
         self.served: list[tuple[float, str, int, str]] = []  # (time, problem, step, what)
 
-    def _take(self, body: dict, authorization: str | None) -> Step | None:
+    def _take(self, body: dict, size: int, authorization: str | None) -> Step | None:
         messages = body.get("messages") or []
         brief = messages[1].get("content", "") if len(messages) > 1 and isinstance(messages[1], dict) else ""
         head = brief.split("\n", 1)[0]
@@ -97,7 +97,7 @@ class RoutingServer(ScriptedServer):
         assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
         step = len(assistant)
         with self._lock:
-            self.requests.append({"body": body, "authorization": authorization, "step": step})
+            self.requests.append({"body": body, "bytes": size, "authorization": authorization, "step": step})
             if name is None:
                 what, reply = "unknown problem", text("I do not recognise this problem.")
             elif (step == 0 and name in self.finished) or (assistant and assistant[0].get("content") == DONE_TEXT):
@@ -232,7 +232,7 @@ def summarize(run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any]:
             llm = [a for a in attempts if a.agent_id is not None]
             problems.append({
                 "problem": row.key, "best_attempt_id": row.best_attempt_id,
-                "best_speedup": row.best_speedup, "best_sol": row.best_sol,
+                "best_speedup": row.best_speedup, "best_sol": row.best_sol, "tokens": row.tokens,
                 "seed": _attempt(seed, row), "llm": [_attempt(a, row) for a in llm]})
         events = [f"{e.kind}: {e.message}" for e in reader.events()]
     # Judged from the store, not only by the watcher: the run may end on its own between two of the watcher's looks.
@@ -244,7 +244,7 @@ def _attempt(a, row) -> dict[str, Any] | None:
     if a is None:
         return None
     return {"id": a.id, "status": a.status, "full": a.full, "workloads": a.workloads, "speedup": a.speedup,
-            "sol": a.sol, "language": a.language, "best": a.id == row.best_attempt_id, "tokens": a.tokens,
+            "sol": a.sol, "language": a.language, "best": a.id == row.best_attempt_id,
             "gpu_seconds": round(a.gpu_seconds, 2), "reason": (a.reason or "")[:200],
             "times_ms": {int(k): round(v, 5) for k, v in (a.times_ms or {}).items()}}
 

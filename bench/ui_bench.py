@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.store import RunStore  # noqa: E402
+from core.store import LlmCall, RunStore  # noqa: E402
 from tui.app import make_app  # noqa: E402
 
 SUBSETS = ("gemm", "norm", "attention", "conv", "reduce", "moe", "elementwise", "scan")
@@ -97,8 +97,9 @@ class Writer(multiprocessing.Process):
                     agent = rng.randrange(self.agents) + 1
                     new = KERNEL.replace(f"x{rng.randrange(40)} =", f"y{rng.randrange(99)} =")
                     diff = "".join(difflib.unified_diff(KERNEL.splitlines(True), new.splitlines(True), "a/k", "b/k"))
+                    store.add_llm_call(agent, pid, LlmCall("tool_calls", 1800, 200, dollars=0.02))
                     aid = store.begin_attempt(pid, agent, {"sources": [{"path": "k", "content": new}]},
-                                              language="triton", diff=diff, tokens=2000, dollars=0.02)
+                                              language="triton", diff=diff)
                     speedup = rng.uniform(0.5, 4.0)
                     store.finish_attempt(aid, status="PASSED", speedup=speedup, sol=min(0.99, speedup / 4),
                                          times_ms={0: 1.0 / speedup, 1: 2.0 / speedup, 2: 3.0 / speedup},

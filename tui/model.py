@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from core.store import model
-from core.store.model import AgentRow, AttemptRow, ControlRow, EventRow, MetricRow, ProblemRow, RunInfo
+from core.store.model import AgentRow, AttemptRow, ControlRow, EventRow, LlmCall, LlmCallRow, MetricRow, ProblemRow, \
+    RunInfo
 from core.store.queries import Queries
 
 Clock = Callable[[], float]
@@ -27,14 +28,35 @@ CONTROLS_KEPT = 50
 
 @dataclass(frozen=True)
 class Totals:
+    """Finished attempts and their GPU seconds; tokens and dollars of every model call (as each returned)."""
+
     attempts: int = 0
     tokens: int = 0
     dollars: float = 0.0
     gpu_seconds: float = 0.0
+    estimated: bool = False  # some tokens are estimates (the endpoint reported no usage)
 
     def plus(self, attempt: AttemptRow) -> Totals:
-        return Totals(self.attempts + 1, self.tokens + attempt.tokens, self.dollars + attempt.dollars,
-                      self.gpu_seconds + attempt.gpu_seconds)
+        return replace(self, attempts=self.attempts + 1, gpu_seconds=self.gpu_seconds + attempt.gpu_seconds)
+
+    def plus_call(self, call: LlmCall) -> Totals:
+        return replace(self, tokens=self.tokens + call.tokens, dollars=self.dollars + call.dollars,
+                       estimated=self.estimated or call.tokens_estimated)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The LLM endpoint as the run's call records show it."""
+
+    calls: int = 0
+    failing: int = 0  # failed tries since the last answer
+    last_error: str = ""
+    last_ts: float | None = None
+
+    def after(self, row: LlmCallRow) -> Endpoint:
+        if row.call.answered:
+            return Endpoint(self.calls + 1, 0, "", row.ts)
+        return Endpoint(self.calls + 1, self.failing + 1, row.call.detail, row.ts)
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,7 @@ class Snapshot:
     controls: tuple[ControlRow, ...] = ()
     totals: Totals = Totals()
     now: float = 0.0
+    endpoint: Endpoint = Endpoint()
 
     # Lookups by key and id, built once per snapshot: formatting a log line looks its agent and problem up.
     @cached_property
@@ -100,6 +123,7 @@ class Poller:
         self.event_cursor = 0
         self.metric_ts = 0.0
         self.control_cursor = 0
+        self.call_cursor = 0
         self.pending_attempts: set[int] = set()
         self.pending_controls: set[int] = set()
         self.snapshot = Snapshot(run_name, None, now=self.clock())
@@ -140,6 +164,11 @@ class Poller:
             else:
                 self.pending_attempts.add(row.id)
             changed.append(row)
+        endpoint = self.snapshot.endpoint
+        for call in r.llm_calls(since_id=self.call_cursor):
+            self.call_cursor = call.id
+            totals = totals.plus_call(call.call)
+            endpoint = endpoint.after(call)
         events = tuple(r.events(since_id=self.event_cursor, limit=self.event_limit))
         if events:
             self.event_cursor = events[-1].id
@@ -149,7 +178,8 @@ class Poller:
             self.metric_ts = new_metrics[-1].ts
             metrics = (metrics + tuple(new_metrics))[-METRICS_KEPT:]
         controls, applied = self._controls()
-        self.snapshot = Snapshot(self.run_name, run, problems, agents, metrics, controls, totals, self.clock())
+        self.snapshot = Snapshot(self.run_name, run, problems, agents, metrics, controls, totals, self.clock(),
+                                 endpoint)
         self.first = False
         return self.snapshot, Delta(events, tuple(changed), applied)
 
@@ -309,9 +339,25 @@ def header_lines(s: Snapshot) -> list[str]:
     spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
     line1 = (f"{s.run_name} [{state}] {elapsed} · problems {active} active, {done_count(s.problems)} done "
              f"/ {len(s.problems)} · attempts {s.totals.attempts}")
-    line2 = (f"GPU {busy} · {fmt_count(s.totals.tokens)} tok ${s.totals.dollars:.2f} · SOL {fmt_sol(mean_sol)} "
-             f"{spark} · geomean {fmt_x(geo)}")
+    llm = endpoint_text(s)
+    tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
+    line2 = (f"GPU {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+             f"SOL {fmt_sol(mean_sol)} {spark} · geomean {fmt_x(geo)}")
     return [line1, line2]
+
+
+def endpoint_text(s: Snapshot, error_chars: int = 40) -> str:
+    """The LLM endpoint's state: "llm ok", "llm retrying (N failed): ERROR" or "llm down: ERROR" (down once the
+    run has stopped agents after failing tries); "" before any model call."""
+    e = s.endpoint
+    if not e.calls:
+        return ""
+    if not e.failing:
+        return "llm ok"
+    error = e.last_error if len(e.last_error) <= error_chars else e.last_error[:error_chars - 1] + "…"
+    if any(a.state == "stopped" for a in s.agents):
+        return f"llm down: {error}"
+    return f"llm retrying ({e.failing} failed): {error}"
 
 
 def control_line(c: ControlRow) -> str:

@@ -47,6 +47,15 @@ class LlmConfig:
     price_output_per_mtok: float = setting(0.0, min=0)
     # "tools": native tool calls; "text": tool calls written in the reply; "auto": tools where the server has them.
     tool_calling: str = setting("auto", choices=TOOL_CALLING)
+    # An endpoint failing every try for this long is down: the LLM agents stop for the rest of the run.
+    unavailable_s: float = setting(600.0, gt=0)
+    # A turn on a problem: at most max_steps model calls; it ends early after max_failures_in_row failed answers
+    # in a row, or after no_progress_calls calls in a row without a new distinct candidate evaluated.
+    max_steps: int = setting(40, min=1)
+    max_failures_in_row: int = setting(4, min=1)
+    no_progress_calls: int = setting(8, min=1)
+    # An answer longer than this is refused as a failure and kept in the history cut to this length.
+    max_answer_chars: int = setting(65536, min=1024)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ the run is stopping) or when it has nothing more to try on this problem.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -14,12 +15,13 @@ from typing import Any, Protocol
 from core.problem.schema import Problem
 from core.solution.prepare import PreparedSolution
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, ProblemRow
+from core.store.model import AttemptRow, LlmCall, ProblemRow
 
 
 class WorkOutcome(str, Enum):
     STOPPED = "stopped"  # asked to stop; may be given this problem again later
     EXHAUSTED = "exhausted"  # nothing more to try here until the problem's best changes
+    RETIRED = "retired"  # this agent can do nothing more in this run (its LLM endpoint is down): never assign it
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,24 @@ class Workbench(Protocol):
     async def build(self, solution: Solution) -> PreparedSolution: ...
 
     async def evaluate(self, solution: Solution, *, workloads: tuple[int, ...] | None = None,
-                       parent_id: int | None = None, tunables: dict[str, Any] | None = None, note: str = "",
-                       tokens: int = 0, dollars: float = 0.0) -> AttemptRow: ...
+                       parent_id: int | None = None, tunables: dict[str, Any] | None = None,
+                       note: str = "") -> AttemptRow:
+        """Record and evaluate an attempt; BudgetSpent (core.fleet.budget) when an attempt budget is reached."""
+        ...
 
-    def log(self, message: str) -> None: ...
+    def equal_attempt(self, solution: Solution, workloads: tuple[int, ...] | None = None) -> AttemptRow | None:
+        """An earlier finished attempt of this problem with the same content that covered ``workloads``."""
+        ...
+
+    def reserve_call(self, tokens: int, dollars: float) -> AbstractContextManager[None]:
+        """Hold a model call's estimated cost while it is in flight; BudgetSpent if it would pass a budget."""
+        ...
+
+    def record_call(self, call: LlmCall) -> None:
+        """Record a model call that returned (its tokens and dollars count at once)."""
+        ...
+
+    def log(self, message: str, kind: str = "log") -> None: ...
 
     def should_stop(self) -> bool: ...
 

@@ -27,10 +27,11 @@ from core.evaluate import EvaluationPool, TimingPolicy
 from core.evaluate.baseline import METHOD_COMPILED
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
+from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.gpus import detect_gpus
 from core.fleet.seeds import pick_seed
 from core.fleet.tuner import TunerAgent
-from core.fleet.workbench import Workbench, finish, run_evaluation
+from core.fleet.workbench import Workbench, content_hash, finish, run_evaluation
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
 from core.problem import load_problems
 from core.problem.schema import Problem
@@ -156,7 +157,10 @@ class Fleet:
                 agent_id = self.store.add_agent(f"{kind}-{n}", kind, model)
                 self._names[agent_id] = f"{kind}-{n}"
         for agent in self.store.agents():
+            if agent.state == "stopped":  # stopped by the last start (its endpoint was down): a new start tries again
+                self.store.update_agent(agent.id, state="idle", problem_id=None)
             self.assignment[agent.id] = agent.problem_id if agent.problem_id in self.problems else None
+        self.budgets = Budgets(self.store, self.config.budgets)
         self._started = self.store.run_info().created_at
 
     # ---------------------------------------------------------------- the run
@@ -252,8 +256,9 @@ class Fleet:
             await self.evaluate_attempt(problem, pending.id, parse_solution(pending.solution), pending.workloads)
         if not any(a.note == "seed" for a in self.store.attempts(problem_id)):
             solution, origin = pick_seed(problem, self.device, tuple(self.config.fleet.languages))
-            attempt_id = self.store.begin_attempt(problem_id, None, solution_to_dict(solution),
-                                                  language=solution.spec.languages[0].value, note="seed")
+            as_dict = solution_to_dict(solution)
+            attempt_id = self.store.begin_attempt(problem_id, None, as_dict, language=solution.spec.languages[0].value,
+                                                  note="seed", content_hash=content_hash(as_dict))
             recorded = await self.evaluate_attempt(problem, attempt_id, solution, None)
             self.event("log", f"seed from {origin}: {_outcome_line(recorded.attempt)}", problem_id=problem_id)
 
@@ -297,8 +302,11 @@ class Fleet:
             bench = Workbench(self, identity, self.problems[problem_id], problem_id, should_stop)
             self.working.add(agent_id)
             self.store.update_agent(agent_id, state="working", problem_id=problem_id)
+            spent = ""
             try:
                 outcome = await impl.work(bench)
+            except BudgetSpent as exc:  # before a model call or an evaluation: the agent has done all it may here
+                outcome, spent = WorkOutcome.EXHAUSTED, str(exc)
             except Exception as exc:  # noqa: BLE001 - an agent's bug costs its turn, not the run
                 outcome = WorkOutcome.STOPPED
                 self.event("log", f"agent error: {type(exc).__name__}: {exc}", agent_id=agent_id,
@@ -306,9 +314,15 @@ class Fleet:
                 await anyio.sleep(self.config.planner.tick_s)
             finally:
                 self.working.discard(agent_id)
+            if outcome is WorkOutcome.RETIRED:
+                self.assignment[agent_id] = None
+                self.store.update_agent(agent_id, state="stopped", problem_id=None)
+                return
             if outcome is WorkOutcome.EXHAUSTED:
                 self.exhausted.add((kind, problem_id, self.store.problem(problem_id).best_attempt_id))
-                if self.store.problem(problem_id).best_attempt_id == best_before:
+                if spent:
+                    self.event("log", f"stopping: {spent}", agent_id=agent_id, problem_id=problem_id)
+                elif self.store.problem(problem_id).best_attempt_id == best_before:
                     self.event("log", "nothing more to try here", agent_id=agent_id, problem_id=problem_id)
                 if self.assignment.get(agent_id) == problem_id:
                     self.assignment[agent_id] = None
@@ -351,7 +365,8 @@ class Fleet:
             ticks += 1
             if self.prepared_all and not self.working and not any(self.assignment.values()):
                 self.finished = True
-                self.request_stop("nothing left to do: every problem is plateaued, spent, paused or fully tuned")
+                self.request_stop("nothing left to do: every problem is plateaued, spent, paused or fully tuned, "
+                                  "or no agent can work on it")
             await anyio.sleep(self.config.planner.tick_s)
 
     def _plan_once(self) -> None:

@@ -28,8 +28,8 @@ def record_result(store: RunStore, attempt_id: int, *, status: str, reason: str,
                              gpu_seconds=figures.gpu_seconds)
         problem = store.problem(pending.problem_id)
         passed = status == "PASSED"
-        changes: dict = {"attempts": problem.attempts + 1, "tokens": problem.tokens + pending.tokens,
-                         "dollars": problem.dollars + pending.dollars,
+        # Tokens and dollars are not here: every model call adds its own when it returns (RunStore.add_llm_call).
+        changes: dict = {"attempts": problem.attempts + 1,
                          "gpu_seconds": problem.gpu_seconds + figures.gpu_seconds,
                          "failures_in_row": 0 if passed else problem.failures_in_row + 1}
         new_best, gain = False, 0.0
@@ -47,7 +47,6 @@ def record_result(store: RunStore, attempt_id: int, *, status: str, reason: str,
         store.update_problem(problem.id, **changes)
         if pending.agent_id is not None:
             agent = store.agent(pending.agent_id)
-            store.update_agent(agent.id, attempts=agent.attempts + 1, tokens=agent.tokens + pending.tokens,
-                               dollars=agent.dollars + pending.dollars,
+            store.update_agent(agent.id, attempts=agent.attempts + 1,
                                failures_in_row=0 if passed else agent.failures_in_row + 1)
     return Recorded(store.attempt(attempt_id), new_best, gain)

@@ -1,9 +1,12 @@
 """The Workbench an agent works through: builds off the GPU's critical path, evaluations through the pool at the
-problem's priority, every evaluation recorded as an attempt."""
+problem's priority, every evaluation recorded as an attempt (budgets checked first), every model call recorded."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from typing import Any
 
@@ -18,7 +21,14 @@ from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
 from core.solution.prepare import PreparedSolution, prepare
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, ProblemRow
+from core.store.model import AttemptRow, LlmCall, ProblemRow
+
+
+def content_hash(solution: dict[str, Any]) -> str:
+    """Identity of a candidate's content: its spec and its sources by path (not its name or author)."""
+    sources = sorted((s["path"], s["content"]) for s in solution.get("sources", []))
+    blob = json.dumps([solution.get("spec"), sources], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class Workbench:
@@ -43,22 +53,38 @@ class Workbench:
     def should_stop(self) -> bool:
         return self._should_stop()
 
-    def log(self, message: str) -> None:
-        self.fleet.event("log", message, agent_id=self.agent.id, problem_id=self.problem_id)
+    def log(self, message: str, kind: str = "log") -> None:
+        self.fleet.event(kind, message, agent_id=self.agent.id, problem_id=self.problem_id)
+
+    def record_call(self, call: LlmCall) -> None:
+        self.fleet.store.add_llm_call(self.agent.id, self.problem_id, call)
+
+    def reserve_call(self, tokens: int, dollars: float) -> AbstractContextManager[None]:
+        return self.fleet.budgets.model_call(self.problem_id, tokens, dollars)
+
+    def equal_attempt(self, solution: Solution, workloads: tuple[int, ...] | None = None) -> AttemptRow | None:
+        """The latest finished attempt of this problem with the same content that covered ``workloads`` (None:
+        every workload), if there is one."""
+        earlier = self.fleet.store.attempts_with_content(self.problem_id, content_hash(solution_to_dict(solution)))
+        for attempt in reversed(earlier):
+            if attempt.full or (workloads is not None and set(workloads) <= set(attempt.workloads or ())):
+                return attempt
+        return None
 
     async def build(self, solution: Solution) -> PreparedSolution:
         return await prepare(solution, self.fleet.builds)
 
     async def evaluate(self, solution: Solution, *, workloads: tuple[int, ...] | None = None,
-                       parent_id: int | None = None, tunables: dict[str, Any] | None = None, note: str = "",
-                       tokens: int = 0, dollars: float = 0.0) -> AttemptRow:
+                       parent_id: int | None = None, tunables: dict[str, Any] | None = None,
+                       note: str = "") -> AttemptRow:
+        self.fleet.budgets.check_evaluation(self.problem_id)
         as_dict = solution_to_dict(solution)
         parent = self.fleet.store.attempt(parent_id) if parent_id is not None else None
         attempt_id = self.fleet.store.begin_attempt(
             self.problem_id, self.agent.id, as_dict, language=solution.spec.languages[0].value,
             parent_id=parent_id, diff=solution_diff(parent.solution if parent else None, as_dict),
             tunables=tunables, note=note, workloads=list(workloads) if workloads is not None else None,
-            tokens=tokens, dollars=dollars)
+            content_hash=content_hash(as_dict))
         recorded = await self.fleet.evaluate_attempt(self.problem, attempt_id, solution, workloads)
         return recorded.attempt
 

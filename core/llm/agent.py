@@ -2,9 +2,15 @@
 
 One ``work()`` call is one turn on one problem: the model gets ``protocol.md`` and a brief of the problem, edits a
 workspace that starts as the current best's sources, builds and evaluates through the tools (each evaluation an
-attempt in the store), and ends the turn with ``finish`` (a full evaluation). Every model answer leads to a
-recorded attempt, to workspace edits on the way to one, or to a classified failure logged with ``bench.log``:
-"garbage answer", "malformed tool call: ...", "no files", "invalid solution: ...", "compile error".
+attempt in the store), and ends the turn with ``finish`` (a full evaluation) or ``FINISH: note``. Every model answer
+leads to a recorded attempt, to workspace edits on the way to one, or to a classified failure logged with
+``bench.log``: "garbage answer", "oversized answer", "malformed tool call: ...", "no files", "invalid solution: ...",
+"compile error".
+
+Every model call is recorded when it returns (``bench.record_call``), its estimated cost held against the budgets
+while it is in flight (``bench.reserve_call``). A turn ends after ``max_steps`` calls, after ``max_failures_in_row``
+failed answers in a row, or after ``no_progress_calls`` calls in a row without a new distinct candidate evaluated;
+an endpoint that is down retires the agent for the rest of the run.
 
 Candidate code never runs here: it only reaches ``bench.build`` and ``bench.evaluate``.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -20,10 +27,10 @@ import anyio
 from core.config.schema import FleetConfig
 from core.fleet.agent import WorkOutcome, Workbench
 from core.llm.brief import problem_brief, system_prompt
-from core.llm.client import LlmClient, LlmReply, LlmUnavailable, ToolsRejected, cost, estimate_tokens
-from core.llm.tools import TOOL_NAMES, TOOL_SCHEMAS, Toolbox, ToolResult, Workspace, WorkspaceError, \
-    parse_text_reply
-from core.store.model import AttemptRow
+from core.llm.client import LlmClient, LlmDown, LlmReply, LlmUnavailable, ToolsRejected, cost, estimate_tokens
+from core.llm.tools import MAX_FILE_CHARS, TOOL_NAMES, TOOL_SCHEMAS, Toolbox, ToolResult, Workspace, \
+    WorkspaceError, parse_text_reply
+from core.store.model import AttemptRow, LlmCall
 
 MAX_TOOL_RESULT_CHARS = 8000
 NOTES = 8  # recent attempts shown in the brief
@@ -58,20 +65,23 @@ def trim_history(messages: list[dict[str, Any]], budget_tokens: int, keep_head: 
     return head + note + [m for g in groups for m in g]
 
 
+@dataclass(frozen=True)
+class Step:
+    """What one answer did."""
+
+    new_candidate: bool = False  # a candidate unlike every earlier attempt was evaluated
+    failed: bool = False  # nothing in it worked (garbage, or only failed tool calls)
+    finished: bool = False  # the turn ends
+
+
 class LlmAgent:
     kind = "llm"
 
-    def __init__(self, config: FleetConfig, *, client: LlmClient | None = None, max_steps: int = 40,
-                 max_failures_in_row: int = 4, cooldown_s: float = 30.0):
+    def __init__(self, config: FleetConfig, *, client: LlmClient | None = None, cooldown_s: float = 30.0):
         self.config = config
         self.cfg = config.llm
         self._client = client
-        self.max_steps = max_steps
-        self.max_failures_in_row = max_failures_in_row
-        self.cooldown_s = cooldown_s
-        # Tokens and dollars spent on a problem since this agent's last attempt there: billed to the next one.
-        self._unbilled: dict[int, list] = {}
-        self._budget_logged: set[int] = set()
+        self.cooldown_s = cooldown_s  # after a call that gave up, before the endpoint is tried again
 
     def can_work_on(self, best: AttemptRow | None) -> bool:
         return True
@@ -85,35 +95,26 @@ class LlmAgent:
     # ---------------------------------------------------------------- the turn
 
     async def work(self, bench: Workbench) -> WorkOutcome:
-        client = self.client
+        client, cfg = self.client, self.cfg
+        if client.down_reason:
+            return self._retire(bench, client)
         if not await self._wait_out_cooldown(bench, client):
             return WorkOutcome.STOPPED
         mode = "text" if client.tools_supported is False else "tools"
         best = bench.best()
         workspace = Workspace.from_solution(best.solution if best is not None else None)
-        pid = bench.problem_id
-        toolbox = Toolbox(bench, workspace, author=bench.agent.name or "llm", charge=lambda: self._charge(pid),
+        toolbox = Toolbox(bench, workspace, author=bench.agent.name or "llm",
                           parent_id=best.id if best is not None else None)
         messages = self._opening(bench, best, workspace, mode)
-        failures = 0
-        for _ in range(self.max_steps):
+        failures = idle = 0
+        for _ in range(cfg.max_steps):
             if bench.should_stop():
                 return WorkOutcome.STOPPED
-            messages = trim_history(messages, max(1024, self.cfg.context_tokens - self.cfg.max_tokens))
-            over = self._over_budget(bench, messages)
-            if over:
-                if pid not in self._budget_logged:
-                    bench.log(f"llm: stopping, {over}")
-                    self._budget_logged.add(pid)
-                # Nothing to do here until the planner moves this agent; waiting (not returning at once) keeps an
-                # agent the planner hands this problem again from spinning through turns.
-                await self._wait(bench, time.monotonic() + self.cooldown_s)
-                return WorkOutcome.EXHAUSTED
+            messages = trim_history(messages, max(1024, cfg.context_tokens - cfg.max_tokens))
             try:
-                reply = await client.chat(messages, tools=TOOL_SCHEMAS if mode == "tools" else None,
-                                          on_retry=bench.log)
+                reply = await self._call(bench, client, messages, mode)
             except ToolsRejected as exc:
-                if self.cfg.tool_calling == "tools":
+                if cfg.tool_calling == "tools":
                     bench.log(f"llm unavailable: the endpoint rejects tool calls ({exc}); tool_calling = \"tools\"")
                     client.unavailable_until = time.monotonic() + self.cooldown_s
                     return WorkOutcome.STOPPED
@@ -122,21 +123,55 @@ class LlmAgent:
                 mode = "text"
                 messages = self._opening(bench, best, workspace, mode)
                 continue
+            except LlmDown:
+                return self._retire(bench, client)
             except LlmUnavailable as exc:
                 bench.log(f"llm unavailable: {exc}")
-                client.unavailable_until = time.monotonic() + self.cooldown_s
+                left = client.seconds_until_down()
+                # Tried again no later than the moment it would count as down, so a dead endpoint is found out.
+                client.unavailable_until = time.monotonic() + min(self.cooldown_s, left if left is not None
+                                                                  else self.cooldown_s)
                 return WorkOutcome.STOPPED
-            self._spend(pid, reply)
-            messages.append(reply.message)
-            progress, finished = await self._handle(bench, toolbox, reply, messages, mode)
-            if finished:
+            step = await self._handle(bench, toolbox, reply, messages, mode)
+            if step.finished:
                 return WorkOutcome.STOPPED
-            failures = 0 if progress else failures + 1
-            if failures >= self.max_failures_in_row:
+            failures = failures + 1 if step.failed else 0
+            idle = 0 if step.new_candidate else idle + 1
+            if failures >= cfg.max_failures_in_row:
                 bench.log(f"llm: ending the turn after {failures} failed answers in a row")
                 return WorkOutcome.EXHAUSTED
-        bench.log(f"llm: ending the turn after {self.max_steps} model calls without finish")
+            if idle >= cfg.no_progress_calls:
+                bench.log(f"llm: ending the turn, no progress: {idle} model calls in a row without a new candidate")
+                return WorkOutcome.EXHAUSTED
+        bench.log(f"llm: ending the turn after {cfg.max_steps} model calls without finish")
         return WorkOutcome.STOPPED
+
+    async def _call(self, bench: Workbench, client: LlmClient, messages: list[dict[str, Any]],
+                    mode: str) -> LlmReply:
+        """One model call within the budgets (BudgetSpent before it, if it could pass one), every try recorded."""
+        prompt, completion = estimate_tokens(messages), self.cfg.max_tokens
+        with bench.reserve_call(prompt + completion, cost(self.cfg, prompt, completion)):
+            reply = await client.chat(messages, tools=TOOL_SCHEMAS if mode == "tools" else None,
+                                      on_retry=bench.log, on_call=bench.record_call)
+            bench.record_call(self._judged(reply))
+        return reply
+
+    def _judged(self, reply: LlmReply) -> LlmCall:
+        """The answer's call record, marked garbage when the agent cannot use the answer at all."""
+        limit = self.cfg.max_answer_chars
+        if len(reply.content) > limit:
+            return replace(reply.call, outcome="garbage",
+                           detail=f"oversized answer: {len(reply.content)} characters (limit {limit})")
+        if not reply.tool_calls:
+            parsed = parse_text_reply(reply.content)
+            if not parsed.files and parsed.finish_note is None:
+                return replace(reply.call, outcome="garbage", detail=_snippet(reply.content))
+        return reply.call
+
+    def _retire(self, bench: Workbench, client: LlmClient) -> WorkOutcome:
+        if client.announce_down():
+            bench.log(f"{client.down_reason}: LLM agents stopped", kind="llm")
+        return WorkOutcome.RETIRED
 
     def _opening(self, bench: Workbench, best: AttemptRow | None, workspace: Workspace,
                  mode: str) -> list[dict[str, Any]]:
@@ -145,7 +180,8 @@ class LlmAgent:
                               sources=workspace.files)
         task = ("Write a correct candidate that is faster than the current best (or than the reference if there is "
                 "none), starting from the workspace above.")
-        return [{"role": "system", "content": system_prompt(mode)}, {"role": "user", "content": brief + "\n" + task}]
+        return [{"role": "system", "content": system_prompt(mode, self.cfg)},
+                {"role": "user", "content": brief + "\n" + task}]
 
     async def _wait_out_cooldown(self, bench: Workbench, client: LlmClient) -> bool:
         left = client.unavailable_until - time.monotonic()
@@ -163,42 +199,25 @@ class LlmAgent:
             await anyio.sleep(min(0.2, max(0.0, until - time.monotonic())))
         return not bench.should_stop()
 
-    # ---------------------------------------------------------------- spending
-
-    def _spend(self, pid: int, reply: LlmReply) -> None:
-        spent = self._unbilled.setdefault(pid, [0, 0.0])
-        spent[0] += reply.tokens
-        spent[1] += reply.dollars
-
-    def _charge(self, pid: int) -> tuple[int, float]:
-        tokens, dollars = self._unbilled.pop(pid, (0, 0.0))
-        return int(tokens), float(dollars)
-
-    def _over_budget(self, bench: Workbench, messages: list[dict[str, Any]]) -> str | None:
-        budgets = self.config.budgets
-        if not budgets.problem_tokens and not budgets.problem_dollars:
-            return None
-        row = bench.row()
-        tokens, dollars = self._unbilled.get(bench.problem_id, (0, 0.0))
-        prompt, completion = estimate_tokens(messages), self.cfg.max_tokens
-        if budgets.problem_tokens and row.tokens + tokens + prompt + completion > budgets.problem_tokens:
-            return (f"the next call would pass the problem's token budget ({row.tokens + tokens} spent, "
-                    f"about {prompt + completion} more, budget {budgets.problem_tokens})")
-        more = cost(self.cfg, prompt, completion)
-        if budgets.problem_dollars and row.dollars + dollars + more > budgets.problem_dollars:
-            return (f"the next call would pass the problem's dollar budget (${row.dollars + dollars:.4f} spent, "
-                    f"about ${more:.4f} more, budget ${budgets.problem_dollars:.4f})")
-        return None
-
     # ---------------------------------------------------------------- answers
 
     async def _handle(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply, messages: list[dict[str, Any]],
-                      mode: str) -> tuple[bool, bool]:
-        """Act on one answer; (made progress, turn finished)."""
+                      mode: str) -> Step:
+        nudge = NUDGE_TOOLS if mode == "tools" else NUDGE_TEXT
+        limit = self.cfg.max_answer_chars
+        if len(reply.content) > limit:
+            # Never whole in the history: it would be sent again with every later request.
+            messages.append({"role": "assistant", "content": reply.content[:limit]
+                             + f"\n... ({len(reply.content) - limit} more characters cut)"})
+            self._failure(bench, f"oversized answer: {len(reply.content)} characters (max_answer_chars {limit})",
+                          reply)
+            messages.append({"role": "user", "content": f"Your answer was {len(reply.content)} characters, over the "
+                                                        f"limit of {limit}: it was cut and not used. {nudge}"})
+            return Step(failed=True)
+        messages.append(_history_message(reply))
         if reply.tool_calls:
             return await self._handle_tool_calls(bench, toolbox, reply, messages)
         parsed = parse_text_reply(reply.content)
-        nudge = NUDGE_TOOLS if mode == "tools" else NUDGE_TEXT
         if parsed.files:
             try:
                 for path, content in parsed.files:
@@ -206,19 +225,22 @@ class LlmAgent:
             except WorkspaceError as exc:
                 self._failure(bench, f"no files: {exc}", reply)
                 messages.append({"role": "user", "content": f"error: {exc}\n{nudge}"})
-                return False, False
-            result = await toolbox.call("finish" if parsed.finish_note is not None else "evaluate",
-                                        {"note": parsed.finish_note or ""} if parsed.finish_note is not None else {})
+                return Step(failed=True)
+            finishing = parsed.finish_note is not None
+            result = await toolbox.call("finish" if finishing else "evaluate",
+                                        {"note": parsed.finish_note} if finishing else {})
             if result.failure:
                 self._failure(bench, result.failure, reply)
+            self._log_finish(bench, result, parsed.finish_note or "")
             follow = "" if result.finished else ("\nReply with a fixed or faster version, or FINISH: <note>."
                                                  if mode == "text" else "\n" + NUDGE_TOOLS)
             messages.append({"role": "user", "content": _clip(result.text) + follow})
-            return result.attempt is not None, result.finished
-        if parsed.finish_note is not None and mode == "text":
+            return Step(new_candidate=result.attempt is not None, failed=result.failure is not None,
+                        finished=result.finished)
+        if parsed.finish_note is not None:
             bench.log(f"llm: turn finished: {parsed.finish_note[:200]}" if parsed.finish_note else
                       "llm: turn finished")
-            return True, True
+            return Step(finished=True)
         if parsed.blocks:
             self._failure(bench, "no files: code blocks without path=", reply)
             messages.append({"role": "user", "content": "Your reply has code blocks but none names its file. "
@@ -227,11 +249,11 @@ class LlmAgent:
             cut = " (cut off at max_tokens)" if reply.finish_reason == "length" else ""
             self._failure(bench, f"garbage answer{cut}: {_snippet(reply.content)}", reply)
             messages.append({"role": "user", "content": nudge})
-        return False, False
+        return Step(failed=True)
 
     async def _handle_tool_calls(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply,
-                                 messages: list[dict[str, Any]]) -> tuple[bool, bool]:
-        progress, finished = False, False
+                                 messages: list[dict[str, Any]]) -> Step:
+        worked, new_candidate, finished = False, False, False
         for call in reply.tool_calls:
             if finished:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": "skipped: the turn ended"})
@@ -242,24 +264,51 @@ class LlmAgent:
             if problem is not None:
                 self._failure(bench, f"malformed tool call: {call.name or '(no name)'}: {problem}", reply)
                 result = ToolResult(f"error: {problem}. Call one of: {', '.join(sorted(TOOL_NAMES))}, with JSON "
-                                    "object arguments.")
+                                    f"object arguments of at most {MAX_FILE_CHARS} characters.")
             else:
                 result = await toolbox.call(call.name, args)
                 if result.failure:
                     self._failure(bench, result.failure, reply)
                 else:
-                    progress = True
-                if result.attempt is not None:
-                    progress = True
+                    worked = True
+                new_candidate = new_candidate or result.attempt is not None
                 finished = result.finished
+                if call.name == "finish":
+                    note = args.get("note")
+                    self._log_finish(bench, result, note if isinstance(note, str) else "")
             messages.append({"role": "tool", "tool_call_id": call.id, "content": _clip(result.text)})
-        return progress, finished
+        return Step(new_candidate=new_candidate, failed=not worked, finished=finished)
+
+    @staticmethod
+    def _log_finish(bench: Workbench, result: ToolResult, note: str) -> None:
+        """A finish that evaluated nothing (its candidate equals a fully evaluated attempt) keeps its note here."""
+        if result.finished and result.equal_to is not None:
+            bench.log(f"llm: turn finished, the candidate equals attempt {result.equal_to.id}"
+                      + (f": {note[:200]}" if note else ""))
 
     def _failure(self, bench: Workbench, what: str, reply: LlmReply) -> None:
         bench.log(f"{what} ({reply.tokens} tokens)")
 
 
+def _history_message(reply: LlmReply) -> dict[str, Any]:
+    """The answer as the history keeps it: tool-call arguments over the file limit replaced by a short note."""
+    message = dict(reply.message)
+    if "tool_calls" in message:
+        message["tool_calls"] = [
+            {**c, "function": {**c["function"], "arguments": _placeholder(c["function"]["arguments"])}}
+            for c in message["tool_calls"]]
+    return message
+
+
+def _placeholder(arguments: str) -> str:
+    if len(arguments) <= MAX_FILE_CHARS:
+        return arguments
+    return json.dumps({"omitted": f"{len(arguments)} characters of arguments, over the limit of {MAX_FILE_CHARS}"})
+
+
 def _arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    if len(text) > MAX_FILE_CHARS:
+        return {}, f"{len(text)} characters of arguments, over the limit of {MAX_FILE_CHARS}"
     if not text.strip():
         return {}, None
     try:
@@ -272,7 +321,7 @@ def _arguments(text: str) -> tuple[dict[str, Any], str | None]:
 
 
 def _snippet(text: str, limit: int = 120) -> str:
-    text = " ".join((text or "").split())
+    text = " ".join((text or "")[:4 * limit].split())
     if not text:
         return "(empty)"
     return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.config.schema import LlmConfig
 from core.problem.schema import Problem
 from core.store.model import AttemptRow, ProblemRow
 
@@ -21,9 +22,11 @@ TOOLS_GUIDE = """\
 You have a workspace of files: it starts with the current best candidate's sources (or is empty). Use the tools:
 `read_file` / `write_file` to edit it, `set_spec` to choose the language, entry point and destination passing
 style (or write a `solution.json` whose `spec` is used), `build` to compile without running, `evaluate` to run the
-candidate on some or all workloads (every evaluation is recorded as an attempt), and `finish` with a short note
-to submit the workspace for a full evaluation and end your turn. Call `finish` when you have a candidate you
-believe in; do not stop without calling it.
+candidate on some or all workloads (every evaluation is recorded as an attempt; a candidate equal to an earlier
+attempt is not evaluated again), and `finish` with a short note to submit the workspace for a full evaluation and
+end your turn. Call `finish` when you have a candidate you believe in; a reply `FINISH: <short note>` with no tool
+call ends the turn without a new candidate. Reading files without evaluating a new candidate does not move you
+forward: a run of model calls without one ends your turn.
 """
 
 TEXT_GUIDE = """\
@@ -42,10 +45,15 @@ def protocol_text() -> str:
         return "# kernelfleet agent protocol\n\n(protocol.md is not available in this installation)\n"
 
 
-def system_prompt(mode: str) -> str:
-    """``protocol.md`` verbatim, then how to act in ``mode`` ("tools" or "text")."""
+def system_prompt(mode: str, cfg: LlmConfig | None = None) -> str:
+    """``protocol.md`` verbatim, then how to act in ``mode`` ("tools" or "text") and this run's turn limits."""
     guide = TOOLS_GUIDE if mode == "tools" else TEXT_GUIDE
-    return protocol_text().rstrip() + "\n\n" + guide
+    text = protocol_text().rstrip() + "\n\n" + guide
+    if cfg is not None:
+        text += (f"\nIn this run a turn ends after {cfg.max_steps} model calls, after {cfg.max_failures_in_row} failed "
+                 f"answers in a row, or after {cfg.no_progress_calls} model calls in a row without a new distinct "
+                 f"candidate evaluated; answers are at most {cfg.max_answer_chars} characters.\n")
+    return text
 
 
 def _truncate(text: str, limit: int) -> str:

@@ -1,9 +1,15 @@
 """A thin wrapper over the OpenAI client for any OpenAI-compatible endpoint: our own retry loop, usage in dollars,
-and one concurrency limit shared by every LLM agent of a run.
+a record of every HTTP try, the endpoint's availability, and one concurrency limit shared by every LLM agent of a
+run.
 
 The official client's own retries are off (``max_retries=0``) so that every retry is ours: 429, 408/409, 5xx,
 timeouts and connection errors are retried with exponential backoff and jitter (a ``Retry-After`` header wins), at
 most ``cfg.max_retries`` times; after that :class:`LlmUnavailable` is raised, with one line saying why.
+
+Every try becomes an :class:`~core.store.model.LlmCall`: a failed one ("retry" or "error") goes to ``on_call`` as it
+fails, an answer comes back as ``reply.call`` for the caller to record once it has judged the answer. The client
+counts how long the endpoint has failed every try since its last answer; after ``cfg.unavailable_s`` it is down for
+the rest of the run and every call raises :class:`LlmDown` at once.
 
 The API key is read from the environment variable *named* by ``cfg.api_key_env`` when the client is made and is
 handed to the OpenAI client only: it is never part of a message, a log line or an error this module produces.
@@ -19,13 +25,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import openai
 from anyio.lowlevel import RunVar
 
 from core.config.schema import LlmConfig
+from core.store.model import LlmCall
 
 # Backoff before retry n (1-based): BACKOFF_BASE_S * 2**(n-1), times a jitter in [0.5, 1.5], at most BACKOFF_MAX_S.
 BACKOFF_BASE_S = 0.5
@@ -41,6 +48,10 @@ class LlmError(Exception):
 
 class LlmUnavailable(LlmError):
     """The endpoint did not answer usefully within the retry cap (or refused the request for good)."""
+
+
+class LlmDown(LlmUnavailable):
+    """The endpoint has failed every try for ``cfg.unavailable_s``: no more calls in this run."""
 
 
 class ToolsRejected(LlmError):
@@ -59,17 +70,30 @@ class LlmReply:
     content: str
     tool_calls: tuple[ToolCall, ...]
     finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    dollars: float
-    usage_reported: bool
+    call: LlmCall  # the answering try, outcome "answer" or "tool_calls"
     retries: int = 0
     seconds: float = 0.0
-    message: dict[str, Any] = field(default_factory=dict)  # the assistant message, ready to append to history
+    message: dict[str, Any] = field(default_factory=dict)  # the assistant message as the model sent it
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.call.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.call.completion_tokens
 
     @property
     def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+        return self.call.tokens
+
+    @property
+    def dollars(self) -> float:
+        return self.call.dollars
+
+    @property
+    def usage_reported(self) -> bool:
+        return not self.call.tokens_estimated
 
 
 def estimate_tokens(value: Any) -> int:
@@ -130,7 +154,9 @@ def _tools_rejected(exc: BaseException) -> bool:
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:
-    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    body = getattr(exc, "body", None)  # an error answer's parsed "error" object
+    text = body.get("message") if isinstance(body, dict) and isinstance(body.get("message"), str) else None
+    text = text or getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -150,6 +176,22 @@ class LlmClient:
         self.tools_supported: bool | None = None if cfg.tool_calling == "auto" else cfg.tool_calling == "tools"
         self.unavailable_until = 0.0  # monotonic time before which agents should not call again
         self.calls = 0
+        self.failing_since: float | None = None  # monotonic time of the first failed try since the last answer
+        self.down_reason = ""  # set once the endpoint is down; then for the rest of the run
+        self._down_announced = False
+
+    def seconds_until_down(self) -> float | None:
+        """How long the endpoint may go on failing before it is down; None while it answers."""
+        if self.failing_since is None:
+            return None
+        return max(0.0, self.failing_since + self.cfg.unavailable_s - time.monotonic())
+
+    def announce_down(self) -> bool:
+        """True the first time it is asked once the endpoint is down: the one agent that says so."""
+        if not self.down_reason or self._down_announced:
+            return False
+        self._down_announced = True
+        return True
 
     @classmethod
     def shared(cls, cfg: LlmConfig) -> LlmClient:
@@ -183,9 +225,12 @@ class LlmClient:
         return f"LlmClient(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
 
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                   on_retry: Callable[[str], None] | None = None) -> LlmReply:
-        """One chat completion, retried as the module docstring says."""
+                   on_retry: Callable[[str], None] | None = None,
+                   on_call: Callable[[LlmCall], None] | None = None) -> LlmReply:
+        """One chat completion, retried as the module docstring says; each failed try goes to ``on_call``."""
         cfg = self.cfg
+        if self.down_reason:
+            raise LlmDown(self.down_reason)
         kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": messages,
                                   "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         if tools:
@@ -194,35 +239,63 @@ class LlmClient:
         started = time.monotonic()
         retries = 0
         while True:
+            tried = time.monotonic()
             try:
                 async with self.semaphore:
                     self.calls += 1
+                    tried = time.monotonic()
                     # The client's own timeout bounds each read; this bounds the whole call.
                     with anyio.fail_after(cfg.timeout_s + 1.0):
                         response = await self._openai.chat.completions.create(**kwargs)
-                break
             except Exception as exc:  # noqa: BLE001 - classified below
+                latency = time.monotonic() - tried
                 reason = classify(exc)
                 if reason is None:
                     if tools and _tools_rejected(exc):
+                        self.failing_since = None  # it answered: it is up, only without tool calls
+                        _report(on_call, LlmCall("error", latency_s=latency, detail=f"tools rejected: {_short(exc)}"))
                         raise ToolsRejected(_short(exc)) from None
-                    raise LlmUnavailable(f"{cfg.base_url}: {type(exc).__name__}: {_short(exc)}") from None
+                    self._fail(on_call, latency, f"{type(exc).__name__}: {_short(exc)}",
+                               f"{cfg.base_url}: {type(exc).__name__}: {_short(exc)}")
                 if retries >= cfg.max_retries:
-                    raise LlmUnavailable(f"{cfg.base_url}: {reason} after {retries + 1} tries: {_short(exc)}") \
-                        from None
+                    self._fail(on_call, latency, f"{reason}: {_short(exc)}",
+                               f"{cfg.base_url}: {reason} after {retries + 1} tries: {_short(exc)}")
+                self._note_failure(f"{reason}: {_short(exc)}")
+                if self.down_reason:
+                    _report(on_call, LlmCall("error", latency_s=latency, detail=f"{reason}: {_short(exc)}"))
+                    raise LlmDown(self.down_reason) from None
                 retries += 1
                 wait = retry_after_s(exc)
                 wait = min(wait, RETRY_AFTER_MAX_S) if wait is not None else backoff_s(retries, self.rng)
+                _report(on_call, LlmCall("retry", latency_s=latency,
+                                         detail=f"{reason}: {_short(exc)}; retry {retries}/{cfg.max_retries}"))
                 if on_retry is not None:
                     on_retry(f"llm: {reason}; retry {retries}/{cfg.max_retries} in {wait:.1f}s")
                 await anyio.sleep(wait)
-        return self._reply(response, messages, retries, time.monotonic() - started)
+                continue
+            latency = time.monotonic() - tried
+            if not (getattr(response, "choices", None) or []):
+                self._fail(on_call, latency, "an answer without choices", f"{cfg.base_url}: an answer without choices")
+            self.failing_since = None
+            return self._reply(response, messages, retries, time.monotonic() - started, latency)
 
-    def _reply(self, response: Any, messages: list[dict[str, Any]], retries: int, seconds: float) -> LlmReply:
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise LlmUnavailable(f"{self.cfg.base_url}: an answer without choices")
-        choice = choices[0]
+    def _note_failure(self, what: str) -> None:
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        if not self.down_reason and now - self.failing_since >= self.cfg.unavailable_s:
+            self.down_reason = (f"llm endpoint {self.cfg.base_url} unavailable for {self.cfg.unavailable_s:g} s "
+                                f"(last error: {what})")
+
+    def _fail(self, on_call: Callable[[LlmCall], None] | None, latency: float, what: str, message: str) -> NoReturn:
+        """A try that ends the call: record it, count it against the endpoint, raise."""
+        self._note_failure(what)
+        _report(on_call, LlmCall("error", latency_s=latency, detail=what))
+        raise LlmDown(self.down_reason) if self.down_reason else LlmUnavailable(message)
+
+    def _reply(self, response: Any, messages: list[dict[str, Any]], retries: int, seconds: float,
+               latency: float) -> LlmReply:
+        choice = response.choices[0]
         message = choice.message
         content = message.content or ""
         calls = []
@@ -242,7 +315,15 @@ class LlmClient:
         if calls:
             assistant["tool_calls"] = [{"id": c.id, "type": "function",
                                         "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
-        return LlmReply(content=content, tool_calls=tuple(calls), finish_reason=choice.finish_reason or "",
-                        prompt_tokens=int(prompt), completion_tokens=int(completion),
-                        dollars=cost(self.cfg, int(prompt), int(completion)), usage_reported=reported,
+        finish = choice.finish_reason or ""
+        detail = (", ".join(c.name or "(no name)" for c in calls) if calls
+                  else f"{len(content)} characters, finish_reason {finish or '-'}")
+        record = LlmCall("tool_calls" if calls else "answer", int(prompt), int(completion), not reported,
+                         cost(self.cfg, int(prompt), int(completion)), latency, detail[:200])
+        return LlmReply(content=content, tool_calls=tuple(calls), finish_reason=finish, call=record,
                         retries=retries, seconds=seconds, message=assistant)
+
+
+def _report(on_call: Callable[[LlmCall], None] | None, call: LlmCall) -> None:
+    if on_call is not None:
+        on_call(call)

@@ -2,14 +2,14 @@
 
 Candidate code is never imported or run here: ``build`` checks Python syntax with ``compile()`` (bytecode only,
 nothing executes) and asks the Workbench to build; ``evaluate`` and ``finish`` record attempts through
-``bench.evaluate``, which evaluates in the isolated worker processes.
+``bench.evaluate``, which evaluates in the isolated worker processes. A candidate equal to an earlier attempt of the
+problem that covered the same workloads is not evaluated again: the result names that attempt.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -162,14 +162,15 @@ TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOL_SCHEMAS)
 @dataclass
 class ToolResult:
     text: str  # what goes back to the model
-    attempt: AttemptRow | None = None  # an attempt this call recorded
+    attempt: AttemptRow | None = None  # an attempt this call recorded (a new distinct candidate)
     failure: str | None = None  # a classified failure, logged by the agent
     finished: bool = False
+    equal_to: AttemptRow | None = None  # the earlier attempt this candidate equals (not evaluated again)
 
 
-def verdict_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[int, str] | None = None) -> str:
-    """A short text of an attempt's verdict: overall line, then one line per evaluated workload."""
-    head = f"attempt {attempt.id}: {attempt.status}"
+def verdict_line(attempt: AttemptRow) -> str:
+    """An attempt's overall verdict in one line: status, speedup and SOL, or the reason it failed."""
+    head = str(attempt.status)
     if attempt.passed:
         if attempt.speedup is not None:
             head += f", speedup {attempt.speedup:.3g}x over T_b"
@@ -179,8 +180,13 @@ def verdict_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[in
             head += " (partial: not a candidate for best until evaluated on every workload)"
     elif attempt.reason:
         head += f": {_clip(attempt.reason, 1500)}"
+    return head
+
+
+def verdict_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[int, str] | None = None) -> str:
+    """A short text of an attempt's verdict: overall line, then one line per evaluated workload."""
     infos = {w.index: w for w in workloads_info}
-    lines = [head, "workload | axes | status | time | T_b | T_sol | detail"]
+    lines = [f"attempt {attempt.id}: {verdict_line(attempt)}", "workload | axes | status | time | T_b | T_sol | detail"]
     for wv in (attempt.verdict or {}).get("workloads", []):
         index = wv.get("index")
         status = wv.get("status")
@@ -218,18 +224,12 @@ def syntax_errors(files: dict[str, str]) -> list[str]:
 
 
 class Toolbox:
-    """Runs the model's tool calls against a workspace and a Workbench.
+    """Runs the model's tool calls against a workspace and a Workbench."""
 
-    ``charge()`` hands back the tokens and dollars spent since the last recorded attempt; they are attached to the
-    next attempt this toolbox records.
-    """
-
-    def __init__(self, bench: Workbench, workspace: Workspace, *, author: str, charge: Callable[[], tuple[int, float]],
-                 parent_id: int | None = None):
+    def __init__(self, bench: Workbench, workspace: Workspace, *, author: str, parent_id: int | None = None):
         self.bench = bench
         self.workspace = workspace
         self.author = author
-        self.charge = charge
         self.parent_id = parent_id
         self.candidates = 0
 
@@ -256,11 +256,9 @@ class Toolbox:
                 return ToolResult(PROFILE_UNAVAILABLE)
             if name == "finish":
                 note = args.get("note")
-                result = await self.evaluate(None, note=note if isinstance(note, str) else "")
-                result.finished = True
-                return result
+                return await self.finish(note if isinstance(note, str) else "")
         except WorkspaceError as exc:
-            failure = "no files" if str(exc).startswith("no files") else None
+            failure = "no files" if str(exc).startswith("no files") else f"malformed tool call: {name}: {exc}"
             return ToolResult(f"error: {exc}", failure=failure)
         except SpecError as exc:
             return ToolResult(f"error: invalid solution: {exc}", failure=f"invalid solution: {exc}")
@@ -287,26 +285,39 @@ class Toolbox:
         return ToolResult("\n".join(lines))
 
     async def evaluate(self, workloads: Any, *, note: str = "") -> ToolResult:
-        problem = self.bench.problem
-        indices: tuple[int, ...] | None = None
-        if workloads not in (None, []):
-            if not isinstance(workloads, list) or not all(isinstance(i, int) and not isinstance(i, bool)
-                                                           for i in workloads):
-                raise WorkspaceError("workloads must be a list of workload indices")
-            valid = {w.index for w in problem.workloads if w.runnable}
-            bad = [i for i in workloads if i not in valid]
-            if bad:
-                raise WorkspaceError(f"no runnable workload {bad}; valid: {sorted(valid)}")
-            indices = tuple(dict.fromkeys(workloads))
-            if len(indices) == len(valid):
-                indices = None
+        indices = self._workloads(workloads)
         solution = self._solution()
-        tokens, dollars = self.charge()
-        attempt = await self.bench.evaluate(solution, workloads=indices, parent_id=self.parent_id, note=note,
-                                            tokens=tokens, dollars=dollars)
+        earlier = self.bench.equal_attempt(solution, indices)
+        if earlier is not None:
+            self.parent_id = earlier.id
+            return ToolResult(f"equals attempt {earlier.id}: {verdict_line(earlier)}\n(not evaluated again: change "
+                              "the candidate to get a new result)", equal_to=earlier)
+        attempt = await self.bench.evaluate(solution, workloads=indices, parent_id=self.parent_id, note=note)
         self.parent_id = attempt.id
-        axes = {w.index: " ".join(f"{k}={v}" for k, v in w.axes.items()) for w in problem.workloads}
+        axes = {w.index: " ".join(f"{k}={v}" for k, v in w.axes.items()) for w in self.bench.problem.workloads}
         return ToolResult(verdict_table(attempt, self.bench.row().workloads, axes), attempt=attempt)
+
+    async def finish(self, note: str) -> ToolResult:
+        """A full evaluation, then the turn ends; a candidate equal to a fully evaluated attempt just ends it."""
+        result = await self.evaluate(None, note=note)
+        result.finished = True
+        if result.equal_to is not None:
+            result.text = f"equals attempt {result.equal_to.id}: {verdict_line(result.equal_to)}\nturn ended"
+        return result
+
+    def _workloads(self, workloads: Any) -> tuple[int, ...] | None:
+        """The requested workload indices, None for every workload; WorkspaceError for a bad request."""
+        if workloads in (None, []):
+            return None
+        if not isinstance(workloads, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                       for i in workloads):
+            raise WorkspaceError("workloads must be a list of workload indices")
+        valid = {w.index for w in self.bench.problem.workloads if w.runnable}
+        bad = [i for i in workloads if i not in valid]
+        if bad:
+            raise WorkspaceError(f"no runnable workload {bad}; valid: {sorted(valid)}")
+        indices = tuple(dict.fromkeys(workloads))
+        return None if len(indices) == len(valid) else indices
 
 
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)

@@ -102,20 +102,58 @@ class AttemptRow:
     speedup: float | None = None
     sol: float | None = None
     full: bool = True
-    tokens: int = 0
-    dollars: float = 0.0
     gpu_seconds: float = 0.0
+    content_hash: str = ""  # of the spec and sources (``core.fleet.workbench.content_hash``)
 
     @property
     def passed(self) -> bool:
         return self.status == "PASSED"
 
 
+# How a model call's HTTP try ended: the first three are answers (the endpoint is up), the last two are not.
+ANSWER_OUTCOMES = ("answer", "tool_calls", "garbage")
+CALL_OUTCOMES = ANSWER_OUTCOMES + ("error", "retry")
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    """One HTTP try of a model call as it returned: what it cost, how long it took and how it ended.
+
+    outcome: "answer" (text), "tool_calls", "garbage" (an answer the agent could not use), "error" (the call gave
+    up) or "retry" (it is tried again). Tokens are the endpoint's usage, else an estimate (``tokens_estimated``).
+    """
+
+    outcome: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_estimated: bool = False
+    dollars: float = 0.0
+    latency_s: float = 0.0
+    detail: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome in ANSWER_OUTCOMES
+
+
+@dataclass(frozen=True)
+class LlmCallRow:
+    id: int
+    ts: float
+    agent_id: int | None
+    problem_id: int | None
+    call: LlmCall
+
+
 @dataclass(frozen=True)
 class EventRow:
     id: int
     ts: float
-    kind: str  # log | decision | control | run
+    kind: str  # log | decision | control | run | attempt | llm
     agent_id: int | None
     problem_id: int | None
     message: str
@@ -175,7 +213,13 @@ def attempt_from_row(r) -> AttemptRow:
                       _loads(r["tunables_json"], {}), r["note"], tuple(workloads) if workloads is not None else None,
                       _loads(r["build_json"], None), _loads(r["verdict_json"], None), r["status"], r["reason"],
                       {int(k): v for k, v in _loads(r["times_json"], {}).items()}, r["speedup"], r["sol"],
-                      bool(r["full"]), r["tokens"], r["dollars"], r["gpu_seconds"])
+                      bool(r["full"]), r["gpu_seconds"], r["content_hash"])
+
+
+def llm_call_from_row(r) -> LlmCallRow:
+    return LlmCallRow(r["id"], r["ts"], r["agent_id"], r["problem_id"],
+                      LlmCall(r["outcome"], r["prompt_tokens"], r["completion_tokens"], bool(r["tokens_estimated"]),
+                              r["dollars"], r["latency_s"], r["detail"]))
 
 
 def event_from_row(r) -> EventRow:

@@ -72,8 +72,40 @@ class Queries:
         return [model.metric_from_row(r) for r in
                 self.conn.execute("SELECT * FROM metrics WHERE ts > ? ORDER BY id", (since_ts,))]
 
+    def attempts_begun(self, problem_id: int | None = None) -> int:
+        """Attempts recorded, finished or pending (what an attempt budget counts before one more evaluation)."""
+        if problem_id is None:
+            return self.conn.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+        return self.conn.execute("SELECT COUNT(*) FROM attempts WHERE problem_id = ?", (problem_id,)).fetchone()[0]
+
+    def attempts_with_content(self, problem_id: int, content_hash: str) -> list[model.AttemptRow]:
+        """The problem's finished attempts whose candidate has this content hash (oldest first)."""
+        return [model.attempt_from_row(r) for r in self.conn.execute(
+            "SELECT * FROM attempts WHERE problem_id = ? AND content_hash = ? AND state = 'done' ORDER BY id",
+            (problem_id, content_hash))]
+
+    def llm_calls(self, *, agent_id: int | None = None, problem_id: int | None = None, since_id: int = 0,
+                  limit: int | None = None) -> list[model.LlmCallRow]:
+        """Model calls in the order they returned (the newest ``limit`` of them, oldest first)."""
+        where, args = ["id > ?"], [since_id]
+        for column, value in (("agent_id", agent_id), ("problem_id", problem_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = f"SELECT * FROM llm_calls WHERE {' AND '.join(where)} ORDER BY id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [model.llm_call_from_row(r) for r in reversed(self.conn.execute(sql, args).fetchall())]
+
+    def llm_spent(self) -> tuple[int, float]:
+        """(tokens, dollars) of every model call of the run."""
+        row = self.conn.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), "
+                                "COALESCE(SUM(dollars), 0) FROM llm_calls").fetchone()
+        return int(row[0]), float(row[1])
+
     def totals(self) -> dict[str, float]:
-        row = self.conn.execute("SELECT COUNT(*) AS n, COALESCE(SUM(tokens), 0) AS tokens, "
-                                "COALESCE(SUM(dollars), 0) AS dollars, COALESCE(SUM(gpu_seconds), 0) AS gpu "
+        """Finished attempts and their GPU seconds; tokens and dollars of every model call, whatever it led to."""
+        row = self.conn.execute("SELECT COUNT(*) AS n, COALESCE(SUM(gpu_seconds), 0) AS gpu "
                                 "FROM attempts WHERE state = 'done'").fetchone()
-        return {"attempts": row["n"], "tokens": row["tokens"], "dollars": row["dollars"], "gpu_seconds": row["gpu"]}
+        tokens, dollars = self.llm_spent()
+        return {"attempts": row["n"], "tokens": tokens, "dollars": dollars, "gpu_seconds": row["gpu"]}

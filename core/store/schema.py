@@ -122,6 +122,33 @@ MIGRATIONS: tuple[str, ...] = (
         active_problems INTEGER NOT NULL
     );
     """,
+    # 2: every model call recorded when it returns (the run's token and dollar totals come from these rows), and
+    # each attempt's content hash (a candidate equal to an earlier one of its problem is not evaluated again).
+    # Tokens and dollars an older run billed to its attempts become one call row per attempt, so its totals and
+    # budgets hold after the upgrade; problem and agent rows already count them.
+    """
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        agent_id INTEGER REFERENCES agents(id),
+        problem_id INTEGER REFERENCES problems(id),
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        tokens_estimated INTEGER NOT NULL DEFAULT 0,
+        dollars REAL NOT NULL DEFAULT 0,
+        latency_s REAL NOT NULL DEFAULT 0,
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX llm_calls_by_problem ON llm_calls(problem_id, id);
+    CREATE INDEX llm_calls_by_agent ON llm_calls(agent_id, id);
+    INSERT INTO llm_calls (ts, agent_id, problem_id, prompt_tokens, outcome, dollars, detail)
+        SELECT created_at, agent_id, problem_id, tokens, 'answer', dollars,
+               'calls billed to attempt ' || id || ' before calls were recorded'
+        FROM attempts WHERE tokens > 0 OR dollars > 0;
+    ALTER TABLE attempts ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
+    CREATE INDEX attempts_by_content ON attempts(problem_id, content_hash);
+    """,
 )
 
 

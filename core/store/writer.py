@@ -138,15 +138,14 @@ class RunStore(Queries):
 
     def begin_attempt(self, problem_id: int, agent_id: int | None, solution: dict[str, Any], *, language: str,
                       parent_id: int | None = None, diff: str = "", tunables: dict[str, Any] | None = None,
-                      note: str = "", workloads: list[int] | None = None, tokens: int = 0,
-                      dollars: float = 0.0) -> int:
+                      note: str = "", workloads: list[int] | None = None, content_hash: str = "") -> int:
         """Record a candidate before it is evaluated, so a crash mid-evaluation leaves it to be re-evaluated."""
         return self._insert("attempts", {
             "problem_id": problem_id, "agent_id": agent_id, "parent_id": parent_id, "state": "pending",
             "created_at": time.time(), "language": language, "solution_json": json.dumps(solution), "diff": diff,
             "tunables_json": json.dumps(tunables or {}), "note": note,
             "workloads_json": json.dumps(workloads) if workloads is not None else None,
-            "full": 1 if workloads is None else 0, "tokens": tokens, "dollars": dollars})
+            "full": 1 if workloads is None else 0, "content_hash": content_hash})
 
     def finish_attempt(self, attempt_id: int, *, status: str, reason: str = "", verdict: dict[str, Any] | None = None,
                        build: dict[str, Any] | None = None, times_ms: dict[int, float] | None = None,
@@ -163,6 +162,26 @@ class RunStore(Queries):
     def transaction(self):
         """``with store.transaction():`` groups several writes into one commit."""
         return _Transaction(self.conn, self._forget_cached_rows)
+
+    # ---------------------------------------------------------------- model calls
+
+    def add_llm_call(self, agent_id: int | None, problem_id: int | None, call: model.LlmCall) -> int:
+        """Record one model call and add its tokens and dollars to its problem's and agent's totals, in one
+        transaction: the totals are live, survive a resume and never count a call twice."""
+        with self.transaction():
+            call_id = self._insert("llm_calls", {
+                "ts": time.time(), "agent_id": agent_id, "problem_id": problem_id,
+                "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+                "tokens_estimated": int(call.tokens_estimated), "dollars": call.dollars, "latency_s": call.latency_s,
+                "outcome": call.outcome, "detail": call.detail[:300]})
+            if call.tokens or call.dollars:
+                for table, row_id, dirty in (("problems", problem_id, self._dirty_problems),
+                                             ("agents", agent_id, self._dirty_agents)):
+                    if row_id is not None:
+                        dirty.add(row_id)
+                        self.conn.execute(f"UPDATE {table} SET tokens = tokens + ?, dollars = dollars + ? "
+                                          "WHERE id = ?", (call.tokens, call.dollars, row_id))
+        return call_id
 
     # ---------------------------------------------------------------- events, controls, metrics
 

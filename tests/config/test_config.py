@@ -38,6 +38,11 @@ max_retries = 5
 price_input_per_mtok = 0.25
 price_output_per_mtok = 1.5
 tool_calling = "text"
+unavailable_s = 90
+max_steps = 12
+max_failures_in_row = 2
+no_progress_calls = 5
+max_answer_chars = 20000
 
 [fleet]
 tuner_agents = 0
@@ -86,7 +91,8 @@ compile_timeout_s = 30
 FULL_EXPECTED = FleetConfig(
     llm=LlmConfig(base_url="http://gpu-box:9000/v1", model="qwen3-coder", api_key_env="MY_LLM_KEY", concurrency=16,
                   temperature=0.7, max_tokens=8192, context_tokens=131072, timeout_s=300.0, max_retries=5,
-                  price_input_per_mtok=0.25, price_output_per_mtok=1.5, tool_calling="text"),
+                  price_input_per_mtok=0.25, price_output_per_mtok=1.5, tool_calling="text", unavailable_s=90.0,
+                  max_steps=12, max_failures_in_row=2, no_progress_calls=5, max_answer_chars=20000),
     fleet=FleetSection(tuner_agents=0, llm_agents=6, languages=("triton", "cute_dsl"), device="cpu"),
     gpus=GpuConfig(ids=(0, 2, 3), spare=False, workload_timeout_s=45.5),
     budgets=BudgetConfig(run_wall_s=3600.0, run_attempts=1000, run_tokens=5000000, run_dollars=12.5,

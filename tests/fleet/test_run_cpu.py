@@ -194,3 +194,24 @@ def test_bad_config_and_bad_problems_are_one_clear_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "cli.main", "run", "--resume", str(tmp_path / "nowhere"),
                            "--headless"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no run here" in done.stderr
+
+
+def test_two_tuners_never_overshoot_the_problem_attempt_budget_between_ticks(tmp_path):
+    """The planner looks once a tick (here every 5 s, ample time for many trials); the Workbench checks the budget
+    before every evaluation, pending attempts included, so neither tuner begins an attempt past it."""
+    write_problems(tmp_path / "problems", names=("scaled_relu",), chunks=tuple(range(1, 33)))
+    config = write_config(tmp_path / "fleet.toml", planner={"tick_s": 5.0, "plateau_attempts": 100},
+                          tuner={"trials_per_problem": 32}, budgets={"problem_attempts": 4})
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "cli.main", "run", str(tmp_path / "problems"), "--config",
+                           str(config), "--run-dir", str(run_dir), "--headless"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with RunReader(run_dir) as reader:
+        (row,) = reader.problems()
+        assert row.attempts == len(reader.attempts(row.id)) == 4  # the seed and three trials
+        stops = [e.message for e in reader.events(kind="log") if e.message.startswith("stopping:")]
+        assert stops and all(m == "stopping: the problem's attempt budget is reached (4 of 4 attempts, pending "
+                                  "ones included)" for m in stops), stops
+        assert not [e.message for e in reader.events(kind="log") if e.message.startswith("agent error")]
+        assert reader.run_info().state == "finished"

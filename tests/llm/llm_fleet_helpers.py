@@ -74,21 +74,31 @@ def write_config(path: Path, **sections) -> Path:
     return path
 
 
-def run_fleet(tmp_path: Path, base_url: str, until: Callable, *, timeout_s: float = 60.0, **sections) -> Path:
-    """Run a fleet on one CPU problem until ``until(fleet.store)`` is truthy (or ``timeout_s``); the run dir."""
+def run_fleet(tmp_path: Path, base_url: str, until: Callable | None, *, timeout_s: float = 60.0,
+              **sections) -> Path:
+    """Run a fleet on one CPU problem until ``until(fleet.store)`` is truthy (or ``timeout_s``); the run dir.
+    With ``until=None`` the run must end by itself (its own stop reason, not the test's) within ``timeout_s``."""
     problems = tmp_path / "problems"
     write_problem(problems)
     llm = {"base_url": base_url, **sections.pop("llm", {})}
     config = load_config(write_config(tmp_path / "fleet.toml", llm=llm, **sections))
     run_dir = tmp_path / "run"
-    fleet = Fleet(run_dir, config, [str(problems)])
+    return drive(Fleet(run_dir, config, [str(problems)]), until, timeout_s)
+
+
+def resume_fleet(run_dir: Path, until: Callable | None, *, timeout_s: float = 60.0) -> Path:
+    """``kernelfleet run --resume``: the stored config and problems, driven as ``run_fleet`` drives a run."""
+    return drive(Fleet(run_dir, resume=True), until, timeout_s)
+
+
+def drive(fleet: Fleet, until: Callable | None, timeout_s: float) -> Path:
     outcome: dict = {}
 
     async def watch() -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             store = getattr(fleet, "store", None)
-            if store is not None and not fleet.stop_reason:
+            if until is not None and store is not None and not fleet.stop_reason:
                 try:
                     if until(store):
                         outcome["met"] = True
@@ -105,8 +115,11 @@ def run_fleet(tmp_path: Path, base_url: str, until: Callable, *, timeout_s: floa
             tg.cancel_scope.cancel()
 
     anyio.run(main)
-    assert outcome.get("met"), f"the run never reached the awaited state ({outcome}); events:\n" + events_text(run_dir)
-    return run_dir
+    if until is None:
+        outcome["met"] = not fleet.stop_reason.startswith("test:")
+    assert outcome.get("met"), (f"the run never reached the awaited state ({outcome}, {fleet.stop_reason!r}); "
+                                "events:\n" + events_text(fleet.run_dir))
+    return fleet.run_dir
 
 
 def events_text(run_dir: Path) -> str:

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible chat-completions server on 127.0.0.1 (stdlib http.server in a thread).
 
 Each POST /v1/chat/completions takes the next step of its script: a chat.completion reply (with tool calls and
-usage), an HTTP error (with an optional Retry-After), or a reply after a delay. When the script runs out, a request
-waits until the server closes (then gets 503), so an agent past its transcript stays quiet instead of retrying.
+usage), an HTTP error (with an optional Retry-After), or a reply after a delay. When the script runs out, every
+request gets the ``forever`` step if there is one; else it waits until the server closes (then gets 503), so an
+agent past its transcript stays quiet instead of retrying. Each request is kept with its body and its size in bytes.
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ def slow(step: Step, delay_s: float) -> Step:
 
 
 class ScriptedServer:
-    def __init__(self, script: list[Step], *, reject_tools: bool = False):
+    def __init__(self, script: list[Step], *, reject_tools: bool = False, forever: Step | None = None):
         self.script = list(script)
         self.reject_tools = reject_tools
-        self.requests: list[dict[str, Any]] = []  # {"body": ..., "authorization": ..., "step": index or None}
+        self.forever = forever
+        # {"body": ..., "bytes": size of the body, "authorization": ..., "step": index, "rejected" or "forever"}
+        self.requests: list[dict[str, Any]] = []
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._next = 0
@@ -90,7 +93,7 @@ class ScriptedServer:
                     body = {"unparsed": raw.decode(errors="replace")}
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                step = server._take(body, self.headers.get("authorization"))
+                step = server._take(body, len(raw), self.headers.get("authorization"))
                 with server._lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -122,17 +125,27 @@ class ScriptedServer:
         self.httpd.daemon_threads = True
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="scripted-llm", daemon=True)
 
-    def _take(self, body: dict, authorization: str | None) -> Step | None:
+    def _take(self, body: dict, size: int, authorization: str | None) -> Step | None:
         with self._lock:
+            record = {"body": body, "bytes": size, "authorization": authorization}
             if self.reject_tools and body.get("tools"):
-                self.requests.append({"body": body, "authorization": authorization, "step": "rejected"})
+                self.requests.append({**record, "step": "rejected"})
                 return error(400, "tools are not supported by this server (no tool parser)")
             index = self._next
-            self.requests.append({"body": body, "authorization": authorization, "step": index})
             if index >= len(self.script):
-                return None
+                self.requests.append({**record, "step": "forever" if self.forever is not None else index})
+                return self.forever
+            self.requests.append({**record, "step": index})
             self._next += 1
             return self.script[index]
+
+    def usage_sent(self) -> int:
+        """Tokens the server reported in the usage of the replies it was asked for (what it would bill)."""
+        with self._lock:
+            steps = [self.script[r["step"]] if isinstance(r["step"], int) and r["step"] < len(self.script)
+                     else self.forever if r["step"] == "forever" else None for r in self.requests]
+        return sum((s.body or {}).get("usage", {}).get("total_tokens", 0) for s in steps
+                   if s is not None and s.status == 200)
 
     @property
     def consumed(self) -> int:

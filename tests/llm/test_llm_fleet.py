@@ -54,13 +54,19 @@ def test_good_candidate_is_recorded_passed_with_tokens_and_dollars(tmp_path):
         assert not partial.full and partial.workloads == (0,)
         assert full.full and full.note == "mul then relu in place"
         assert full.parent_id == partial.id
-        # Usage of the first two calls is billed to the first attempt, the third call's to the second.
-        assert (partial.tokens, full.tokens) == (2400, 1200)
-        assert partial.dollars == pytest.approx(2 * (1000 * 2 + 200 * 8) / 1e6)
         row = reader.problems()[0]
-        assert row.tokens == 3600 and row.dollars > 0
         agent = reader.agents()[0]
+        # Every model call is recorded as it returns, with the endpoint's usage and its cost; the problem's, the
+        # agent's and the run's totals are these records'.
+        calls = reader.llm_calls()
+        assert [(c.call.outcome, c.call.prompt_tokens, c.call.completion_tokens, c.call.tokens_estimated)
+                for c in calls] == [("tool_calls", 1000, 200, False)] * 3
+        assert {(c.agent_id, c.problem_id) for c in calls} == {(agent.id, row.id)}
+        assert calls[0].call.dollars == pytest.approx((1000 * 2 + 200 * 8) / 1e6)
+        assert calls[1].call.detail == "evaluate" and all(c.call.latency_s > 0 for c in calls)
+        assert row.tokens == 3600 and row.dollars == pytest.approx(3 * (1000 * 2 + 200 * 8) / 1e6)
         assert agent.kind == "llm" and agent.model == "scripted-model" and agent.tokens == 3600
+        assert reader.totals()["tokens"] == 3600 and reader.totals()["dollars"] == pytest.approx(row.dollars)
     pids = {int(p.name) for p in marks.iterdir()}
     assert pids and os.getpid() not in pids
     # The real client sent the key from the named environment variable, with tools and the brief.
@@ -127,12 +133,12 @@ def test_wrong_answer_is_recorded_incorrect_numerical(tmp_path):
         run_dir = run_fleet(tmp_path, server.base_url, lambda s: len(agent_attempts(s)) >= 1)
     (attempt,) = _agent_attempts(run_dir)
     assert attempt.status == "INCORRECT_NUMERICAL" and attempt.full
-    assert attempt.tokens == 120 and attempt.dollars > 0
     with RunReader(run_dir) as reader:
-        assert reader.problems()[0].failures_in_row == 1
+        row = reader.problems()[0]
+        assert row.failures_in_row == 1 and row.tokens == 120 and row.dollars > 0
 
 
-def test_garbage_and_malformed_tool_calls_are_logged_and_billed_to_the_next_attempt(tmp_path):
+def test_garbage_and_malformed_tool_calls_are_logged_and_recorded(tmp_path):
     script = [
         text("I believe the kernel is already optimal, nothing to change.", usage=(500, 10)),
         tools(call("evaluate", '{"workloads": [0'), usage=(600, 10)),  # arguments cut off: not JSON
@@ -146,7 +152,10 @@ def test_garbage_and_malformed_tool_calls_are_logged_and_billed_to_the_next_atte
         run_dir = run_fleet(tmp_path, server.base_url, lambda s: len(agent_attempts(s)) >= 1)
     (attempt,) = _agent_attempts(run_dir)
     assert attempt.status == "PASSED" and attempt.note == "recovered"
-    assert attempt.tokens == 500 + 600 + 700 + 800 + 900 + 5 * 10  # every call, the failed ones too
+    with RunReader(run_dir) as reader:
+        calls = [c.call for c in reader.llm_calls()]
+        assert [c.outcome for c in calls] == ["garbage", "tool_calls", "tool_calls", "tool_calls", "tool_calls"]
+        assert sum(c.tokens for c in calls) == reader.problems()[0].tokens == 500 + 600 + 700 + 800 + 900 + 5 * 10
     events = _events(run_dir)
     assert any(m.startswith("garbage answer: 'I believe the kernel") for m in events), events
     assert any(m.startswith("malformed tool call: evaluate: arguments are not JSON") for m in events), events
@@ -208,7 +217,10 @@ def test_text_protocol_files_in_fenced_blocks(tmp_path):
                             lambda s: any(m.startswith("llm: turn finished") for m in log_events(s)),
                             llm={"tool_calling": "text"})
     (attempt,) = _agent_attempts(run_dir)
-    assert attempt.status == "PASSED" and attempt.full and attempt.tokens == 330 + 440
+    assert attempt.status == "PASSED" and attempt.full
+    with RunReader(run_dir) as reader:
+        assert [c.call.outcome for c in reader.llm_calls()] == ["garbage", "answer", "answer"]
+        assert reader.problems()[0].tokens == 330 + 440 + 550
     assert attempt.solution["spec"]["destination_passing_style"] is True
     events = _events(run_dir)
     assert any(m.startswith("no files: code blocks without path=") for m in events), events
@@ -238,5 +250,5 @@ def test_problem_token_budget_stops_the_agent_before_calling(tmp_path):
                             budgets={"problem_tokens": 3000}, llm={"max_tokens": 1000})
         assert server.requests == []
     assert _agent_attempts(run_dir) == []
-    assert any(m.startswith("llm: stopping, the next call would pass the problem's token budget")
+    assert any(m.startswith("stopping: the next model call would pass the problem's token budget (0 spent")
                for m in _events(run_dir))

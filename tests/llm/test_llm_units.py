@@ -12,7 +12,7 @@ from llm_fleet_helpers import GOOD_MAIN, write_problem
 from llm_scripted_server import ScriptedServer, call, error, slow, text, tools
 
 from core.config.schema import LlmConfig
-from core.llm import LlmClient, LlmUnavailable
+from core.llm import LlmClient, LlmDown, LlmUnavailable
 from core.llm.agent import TRIM_NOTE, trim_history
 from core.llm.brief import problem_brief, system_prompt
 from core.llm.client import backoff_s, retry_after_s
@@ -76,6 +76,69 @@ def test_retries_are_capped_and_reported():
             anyio.run(lambda: _chat_once(_cfg(server), [{"role": "user", "content": "hi"}], on_retry=seen.append))
         assert len(server.requests) == 3
     assert [s.split(" in ")[0] for s in seen] == ["llm: HTTP 503; retry 1/2", "llm: HTTP 503; retry 2/2"]
+
+
+def test_every_try_is_a_call_record():
+    records = []
+    script = [error(503, "busy"), tools(call("read_file", {"path": "main.py"}), usage=(300, 20))]
+    with ScriptedServer(script) as server:
+        reply = anyio.run(lambda: _chat_once(_cfg(server, price_input_per_mtok=1.0),
+                                             [{"role": "user", "content": "hi"}], on_call=records.append))
+    (retry,) = records  # the failed try, as it failed; the answer's record comes back with the reply
+    assert retry.outcome == "retry" and retry.detail == "HTTP 503: busy; retry 1/2" and retry.tokens == 0
+    assert retry.latency_s > 0 and not retry.answered
+    answer = reply.call
+    assert (answer.outcome, answer.prompt_tokens, answer.completion_tokens, answer.tokens_estimated) == \
+        ("tool_calls", 300, 20, False)
+    assert answer.detail == "read_file" and answer.dollars == pytest.approx(300 / 1e6) and answer.answered
+    with ScriptedServer([text("x" * 400, usage=None)]) as server:
+        estimated = anyio.run(lambda: _chat_once(_cfg(server), [{"role": "user", "content": "y"}])).call
+    assert estimated.outcome == "answer" and estimated.tokens_estimated and estimated.completion_tokens == 100
+
+
+def test_an_endpoint_failing_for_unavailable_s_is_down_for_good():
+    records = []
+    with ScriptedServer([], forever=error(500, "upstream exploded")) as server:
+        cfg = _cfg(server, max_retries=1, unavailable_s=0.3)
+
+        async def main():
+            client = LlmClient(cfg)
+            try:
+                with pytest.raises(LlmUnavailable) as first:
+                    await client.chat([{"role": "user", "content": "hi"}], on_call=records.append)
+                assert not isinstance(first.value, LlmDown) and 0 < client.seconds_until_down() <= 0.3
+                await anyio.sleep(0.3)
+                with pytest.raises(LlmDown) as down:
+                    await client.chat([{"role": "user", "content": "hi"}], on_call=records.append)
+                tried = len(server.requests)
+                with pytest.raises(LlmDown):  # no more tries
+                    await client.chat([{"role": "user", "content": "hi"}], on_call=records.append)
+                assert len(server.requests) == tried
+                assert client.announce_down() and not client.announce_down()
+                return str(down.value)
+            finally:
+                await client.aclose()
+
+        message = anyio.run(main)
+    assert message == (f"llm endpoint {server.base_url} unavailable for 0.3 s (last error: HTTP 500: "
+                       "upstream exploded)")
+    assert [r.outcome for r in records] == ["retry", "error", "error"]
+
+
+def test_an_answer_ends_the_failing_streak():
+    with ScriptedServer([error(500), text("ok")]) as server:
+        async def main():
+            client = LlmClient(_cfg(server, max_retries=0, unavailable_s=60))
+            try:
+                with pytest.raises(LlmUnavailable):
+                    await client.chat([{"role": "user", "content": "hi"}])
+                assert client.seconds_until_down() is not None
+                await client.chat([{"role": "user", "content": "hi"}])
+                return client.seconds_until_down(), client.down_reason
+            finally:
+                await client.aclose()
+
+        assert anyio.run(main) == (None, "")
 
 
 def test_connection_refused_is_unavailable():
@@ -194,6 +257,9 @@ def test_brief_and_system_prompt(tmp_path):
     protocol = (Path(__file__).resolve().parents[2] / "protocol.md").read_text()
     assert system_prompt("tools").startswith(protocol.rstrip()) and "finish" in system_prompt("tools")
     assert "FINISH:" in system_prompt("text")
+    limits = system_prompt("tools", LlmConfig(max_steps=12, no_progress_calls=5))
+    assert limits.startswith(system_prompt("tools")) and "after 12 model calls" in limits
+    assert "after 5 model calls in a row without a new distinct candidate" in limits
 
 
 def test_verdict_table():

@@ -26,7 +26,7 @@ from core.report import (
 from core.report.html import sol_histogram_bins
 from core.solution.from_reference import reference_as_solution
 from core.solution.io import parse_solution, solution_to_dict
-from core.store import RunReader, RunStore
+from core.store import LlmCall, RunReader, RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
@@ -65,8 +65,8 @@ def run_dir(tmp_path_factory, solution_dict):
         subset, name = key.split("/")
         pid = store.add_problem(key, name, subset, f"/problems/{key}")
         if plan is None:
-            aid = store.begin_attempt(pid, agent, _named(solution_dict, "broken"), language="pytorch", tokens=10,
-                                      dollars=0.05)
+            store.add_llm_call(agent, pid, LlmCall("tool_calls", 8, 2, dollars=0.05))
+            aid = store.begin_attempt(pid, agent, _named(solution_dict, "broken"), language="pytorch")
             store.finish_attempt(aid, status="RUNTIME_ERROR", reason="boom", gpu_seconds=0.5)
             store.update_problem(pid, status="failed", attempts=1, seed_attempt_id=aid, failures_in_row=1)
             continue
@@ -74,13 +74,15 @@ def run_dir(tmp_path_factory, solution_dict):
         seed = store.begin_attempt(pid, None, _named(solution_dict, f"seed_{name}"), language="pytorch")
         store.finish_attempt(seed, status="PASSED", speedup=seed_x, sol=seed_sol, times_ms={0: 1.0},
                              gpu_seconds=1.0)
+        store.add_llm_call(agent, pid, LlmCall("tool_calls", 90, 10, dollars=0.25))
         best = store.begin_attempt(pid, agent, _named(solution_dict, f"best_{name}"), language="pytorch",
-                                   parent_id=seed, tokens=100, dollars=0.25)
+                                   parent_id=seed)
         store.finish_attempt(best, status="PASSED", speedup=best_x, sol=best_sol, times_ms={0: 0.5},
                              gpu_seconds=2.0)
         # a later, slower attempt: not the best, so not exported
+        store.add_llm_call(agent, pid, LlmCall("garbage", 45, 5, dollars=0.125))  # calls count, attempt or not
         later = store.begin_attempt(pid, agent, _named(solution_dict, f"later_{name}"), language="pytorch",
-                                    parent_id=best, tokens=50, dollars=0.125)
+                                    parent_id=best)
         store.finish_attempt(later, status="PASSED", speedup=best_x / 2, sol=best_sol / 2, gpu_seconds=1.5)
         store.update_problem(pid, status="active", attempts=3, seed_attempt_id=seed, seed_speedup=seed_x,
                              seed_sol=seed_sol, best_attempt_id=best, best_speedup=best_x, best_sol=best_sol)

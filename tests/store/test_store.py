@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store import ControlError, RunReader, RunStore, StoreError, submit_control
+from core.store import ControlError, LlmCall, RunReader, RunStore, StoreError, submit_control
 from core.store.schema import DB_NAME, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,12 +99,12 @@ def test_begin_and_finish_attempt_round_trip(store):
     pid = _problem(store)
     agent = store.add_agent("tuner-1", "tuner")
     aid = store.begin_attempt(pid, agent, SOLUTION, language="pytorch", diff="--- a\n+++ b\n",
-                              tunables={"BLOCK": 128}, note="first", workloads=[0, 2], tokens=12, dollars=0.5)
+                              tunables={"BLOCK": 128}, note="first", workloads=[0, 2], content_hash="abc")
     pending = store.attempt(aid)
     assert pending.state == "pending" and pending.status is None and pending.finished_at is None
     assert pending.solution == SOLUTION and pending.tunables == {"BLOCK": 128} and pending.note == "first"
     assert pending.workloads == (0, 2) and pending.full is False
-    assert pending.tokens == 12 and pending.dollars == 0.5 and pending.agent_id == agent
+    assert pending.content_hash == "abc" and pending.agent_id == agent
     assert [a.id for a in store.attempts(state="pending")] == [aid]
 
     assert store.finish_attempt(aid, status="PASSED", verdict={"status": "PASSED"}, build={"ok": True},
@@ -155,12 +155,70 @@ def test_attempts_filters_and_limit_gives_the_newest_in_order(store):
     assert store.attempt(9999) is None
 
 
-def test_totals_count_finished_attempts_only(store):
+def test_totals_count_finished_attempts_and_every_model_call(store):
     pid = _problem(store)
-    a = store.begin_attempt(pid, None, SOLUTION, language="pytorch", tokens=100, dollars=1.25)
-    store.begin_attempt(pid, None, SOLUTION, language="pytorch", tokens=7, dollars=9.0)
+    agent = store.add_agent("llm-1", "llm")
+    a = store.begin_attempt(pid, None, SOLUTION, language="pytorch")
+    store.begin_attempt(pid, None, SOLUTION, language="pytorch")
     store.finish_attempt(a, status="PASSED", gpu_seconds=2.5)
-    assert store.totals() == {"attempts": 1, "tokens": 100, "dollars": 1.25, "gpu_seconds": 2.5}
+    store.add_llm_call(agent, pid, LlmCall("tool_calls", 90, 10, dollars=1.0, latency_s=0.5, detail="evaluate"))
+    store.add_llm_call(agent, pid, LlmCall("garbage", 40, 10, tokens_estimated=True, dollars=0.25))
+    store.add_llm_call(agent, pid, LlmCall("retry", detail="HTTP 500: boom; retry 1/3"))
+    assert store.totals() == {"attempts": 1, "tokens": 150, "dollars": 1.25, "gpu_seconds": 2.5}
+    assert store.attempts_begun() == store.attempts_begun(pid) == 2
+
+
+def test_a_model_call_moves_its_problem_and_agent_totals_at_once(store, tmp_path):
+    pid = _problem(store)
+    agent = store.add_agent("llm-1", "llm")
+    store.problems(), store.agents()  # cached rows: the writer must re-read the ones a call changed
+    call_id = store.add_llm_call(agent, pid, LlmCall("answer", 1000, 200, dollars=0.5, latency_s=1.5,
+                                                     detail="x" * 1000))
+    assert store.problem(pid).tokens == 1200 and store.problems()[0].dollars == 0.5
+    assert store.agents()[0].tokens == 1200 and store.agent(agent).dollars == 0.5
+    with RunReader(tmp_path / "run") as reader:
+        (row,) = reader.llm_calls()
+        assert row.id == call_id and (row.agent_id, row.problem_id) == (agent, pid) and row.ts > 0
+        assert row.call == LlmCall("answer", 1000, 200, False, 0.5, 1.5, "x" * 300)
+        assert reader.llm_spent() == (1200, 0.5)
+    store.add_llm_call(agent, pid, LlmCall("error", detail="HTTP 503"))
+    assert [c.call.outcome for c in store.llm_calls(since_id=call_id)] == ["error"]
+    assert [c.id for c in store.llm_calls(limit=1)] == [call_id + 1]
+    assert store.llm_calls(problem_id=pid + 1) == []
+
+
+def test_attempts_with_content_are_the_finished_ones(store):
+    pid = _problem(store)
+    a = store.begin_attempt(pid, None, SOLUTION, language="pytorch", content_hash="h1")
+    store.begin_attempt(pid, None, SOLUTION, language="pytorch", content_hash="h1")  # pending
+    store.begin_attempt(pid, None, SOLUTION, language="pytorch", content_hash="h2")
+    store.finish_attempt(a, status="PASSED")
+    assert [x.id for x in store.attempts_with_content(pid, "h1")] == [a]
+    assert store.attempts_with_content(pid, "h3") == []
+
+
+def test_an_older_store_keeps_what_its_attempts_were_billed(tmp_path):
+    """Version 1 billed tokens to attempts; the upgrade turns them into call records, so the run's totals and
+    budgets still count them after a resume (the problem and agent rows already did)."""
+    path = tmp_path / DB_NAME
+    conn = sqlite3.connect(path)
+    conn.executescript("BEGIN;" + MIGRATIONS[0] + ";PRAGMA user_version = 1;COMMIT;")
+    conn.execute("INSERT INTO problems (key, name, subset, path, tokens, dollars) VALUES ('a/b', 'b', 'a', '/p', "
+                 "300, 0.75)")
+    for tokens, dollars in ((100, 0.25), (200, 0.5), (0, 0.0)):
+        conn.execute("INSERT INTO attempts (problem_id, state, created_at, language, solution_json, tokens, "
+                     "dollars) VALUES (1, 'done', 1.0, 'pytorch', '{}', ?, ?)", (tokens, dollars))
+    conn.commit()
+    conn.close()
+    store = RunStore(tmp_path)  # migrates to the newest version
+    try:
+        calls = [c.call for c in store.llm_calls()]
+        assert [(c.tokens, c.dollars) for c in calls] == [(100, 0.25), (200, 0.5)]
+        assert store.totals()["tokens"] == 300 and store.totals()["dollars"] == 0.75
+        assert store.problem(1).tokens == 300  # not counted twice
+        assert store.attempt(1).content_hash == ""
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------- events and metrics

@@ -3,9 +3,9 @@
 import math
 from dataclasses import replace
 
-from core.store import RunReader
-from tui.model import (SORTS, DiffView, Poller, done_count, fmt_ago, grid_rows, histogram, side_by_side, sol_bar,
-                       sort_problems, filter_problems, sparkline)
+from core.store import LlmCall, RunReader, RunStore
+from tui.model import (SORTS, DiffView, Poller, done_count, fmt_ago, grid_rows, header_lines, histogram, side_by_side,
+                       sol_bar, sort_problems, filter_problems, sparkline)
 from tui_store import NOW
 
 
@@ -70,3 +70,25 @@ def test_diff_view_steps_within_bounds():
     assert view.step(1).index == 2 and view.step(-1).current == 5 and view.step(-5).current == 3
     assert view.toggled().split and not view.toggled().toggled().split
     assert DiffView(()).step(1).current is None
+
+
+def test_the_header_shows_the_cost_and_the_llm_endpoint_live(run_dir):
+    with RunReader(run_dir) as reader:
+        poller = Poller(reader, "demo-run", lambda: NOW)
+        first = poller.poll()[0]
+        assert "llm ok" in header_lines(first)[1] and "90.0k tok $0.90" in header_lines(first)[1]
+        store = RunStore(run_dir)
+        try:
+            store.add_llm_call(1, 1, LlmCall("tool_calls", 9000, 1000, tokens_estimated=True, dollars=0.5))
+            store.add_llm_call(1, 1, LlmCall("retry", detail="HTTP 500: upstream exploded; retry 1/3"))
+            store.add_llm_call(1, 1, LlmCall("error", detail="HTTP 500: upstream exploded"))
+            retrying = poller.poll()[0]
+            line = header_lines(retrying)[1]
+            assert "~100.0k tok $1.40" in line and "llm retrying (2 failed): HTTP 500: upstream exploded" in line
+            assert retrying.totals.attempts == first.totals.attempts  # calls are not attempts
+            store.update_agent(1, state="stopped", problem_id=None)
+            assert "llm down: HTTP 500: upstream exploded" in header_lines(poller.poll()[0])[1]
+            store.add_llm_call(1, 1, LlmCall("answer", 10, 10))
+            assert "llm ok" in header_lines(poller.poll()[0])[1]
+        finally:
+            store.close()

@@ -7,7 +7,7 @@ import difflib
 import math
 from pathlib import Path
 
-from core.store import RunStore
+from core.store import LlmCall, RunStore
 
 T0 = 1_700_000_000.0
 NOW = T0 + 3723.0  # 1:02:03 into the run
@@ -59,9 +59,10 @@ def build_store(run_dir: Path, problems: int = 12, attempts_per_problem: int = 4
         for j in range(attempts_per_problem if i % 4 != 2 else 0):
             agent = agent_ids[(i + j) % len(agent_ids)]
             source = _variant(j)
+            store.add_llm_call(agent, pid, LlmCall("tool_calls", 900 * (j + 1), 100 * (j + 1), dollars=0.01 * (j + 1)))
             aid = store.begin_attempt(pid, agent, {"sources": [{"path": "kernel.py", "content": source}]},
                                       language="python", parent_id=parent, diff=_diff(previous, source),
-                                      note=f"try block {32 * (j + 1)}", tokens=1000 * (j + 1), dollars=0.01 * (j + 1))
+                                      note=f"try block {32 * (j + 1)}")
             if (i + j) % 5 == 3:
                 store.finish_attempt(aid, status="INCORRECT", reason="max abs error 3.2e-1 > atol 1e-2")
             else:
@@ -108,6 +109,7 @@ def fix_times(store: RunStore) -> None:
     c.execute("UPDATE metrics SET ts = ? + id * 60", (T0,))
     c.execute("UPDATE agents SET updated_at = ?", (T0,))
     c.execute("UPDATE controls SET ts = ? + id", (T0,))
+    c.execute("UPDATE llm_calls SET ts = ? + id * 30", (T0,))
 
 
 def controls(run_dir: Path) -> list[tuple[str, str, str]]:

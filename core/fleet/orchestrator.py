@@ -35,6 +35,7 @@ from core.fleet.workbench import Workbench, content_hash, finish, run_evaluation
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
 from core.problem import load_problems
 from core.problem.schema import Problem
+from core.secrets import redact, take_secrets
 from core.solution.io import parse_solution, solution_to_dict
 from core.solution.schema import Solution
 from core.store.model import WorkloadInfo
@@ -95,6 +96,7 @@ class Fleet:
     # ---------------------------------------------------------------- events
 
     def event(self, kind: str, message: str, *, agent_id: int | None = None, problem_id: int | None = None) -> None:
+        message = redact(message)  # log lines carry candidates' and models' text
         self.store.add_event(kind, message, agent_id=agent_id, problem_id=problem_id)
         if self.on_event is not None:
             self.on_event(kind, message, self._names.get(agent_id, ""), self._keys.get(problem_id, ""))
@@ -123,6 +125,9 @@ class Fleet:
             self.problem_paths = list(info.problem_paths)
         elif info is not None:
             raise FleetError(f"{self.run_dir} already holds a run: continue it with --resume, or pick another --run-dir")
+        # Before any child process starts (nvidia-smi below, builds, workers): none inherits a secret.
+        take_secrets([self.config.llm.api_key_env])
+        self.store.redact = redact
         loaded = load_problems(self.problem_paths)
         if loaded.invalid:
             first = loaded.invalid[0]
@@ -175,13 +180,16 @@ class Fleet:
                 scope.cancel()
             pool_cm = self.pool_factory(self) if self.pool_factory else EvaluationPool(
                 self.device, self.gpus or None, spare=self.config.gpus.spare,
-                workload_timeout_s=self.config.gpus.workload_timeout_s)
+                workload_timeout_s=self.config.gpus.workload_timeout_s,
+                readable=[*self.problem_paths, *self.blob_roots])
             async with pool_cm as pool:
                 self.pool = pool
                 self.store.set_run_state("running")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
                                   f"{len(self._names)} agents, device {self.device}"
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
+                if getattr(pool, "confinement", None) is not None:
+                    self.event("log", pool.confinement.summary())
                 if getattr(pool, "core_plan", None) is not None:
                     self.event("log", pool.core_plan.describe())
                 try:

@@ -11,8 +11,9 @@ fails, an answer comes back as ``reply.call`` for the caller to record once it h
 counts how long the endpoint has failed every try since its last answer; after ``cfg.unavailable_s`` it is down for
 the rest of the run and every call raises :class:`LlmDown` at once.
 
-The API key is read from the environment variable *named* by ``cfg.api_key_env`` when the client is made and is
-handed to the OpenAI client only: it is never part of a message, a log line or an error this module produces.
+The API key is the value of the variable *named* by ``cfg.api_key_env``, taken out of the environment when the run
+started (``core.secrets``), looked up when the client is made and handed to the OpenAI client only: it is never
+part of a message, a log line or an error this module produces, and every message sent is redacted first.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import email.utils
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -32,6 +32,7 @@ import openai
 from anyio.lowlevel import RunVar
 
 from core.config.schema import LlmConfig
+from core.secrets import redact, secret
 from core.store.model import LlmCall
 
 # Backoff before retry n (1-based): BACKOFF_BASE_S * 2**(n-1), times a jitter in [0.5, 1.5], at most BACKOFF_MAX_S.
@@ -168,7 +169,7 @@ _SHARED: RunVar[dict[LlmConfig, LlmClient]] = RunVar("kernelfleet_llm_clients")
 class LlmClient:
     def __init__(self, cfg: LlmConfig, *, rng: random.Random | None = None):
         self.cfg = cfg
-        self._openai = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "none",
+        self._openai = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=secret(cfg.api_key_env) or "none",
                                           max_retries=0, timeout=cfg.timeout_s)
         self.semaphore = anyio.Semaphore(cfg.concurrency)
         self.rng = rng or random.Random()
@@ -231,7 +232,9 @@ class LlmClient:
         cfg = self.cfg
         if self.down_reason:
             raise LlmDown(self.down_reason)
-        kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": messages,
+        # Tool results carry candidates' text: no secret value goes to the endpoint, whatever produced it.
+        sent = json.loads(redact(json.dumps(messages)))
+        kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": sent,
                                   "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         if tools:
             kwargs["tools"] = tools

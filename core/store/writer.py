@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ class RunStore(Queries):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
+        # Every text written passes through this (the run sets core.secrets.redact): a secret that reached a
+        # candidate's output, a log line or an answer is never stored.
+        self.redact: Callable[[str], str] = lambda text: text
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoints, never corrupt
         self.conn.execute("PRAGMA foreign_keys = ON")
@@ -77,6 +81,7 @@ class RunStore(Queries):
         self.conn.close()
 
     def _insert(self, table: str, values: dict[str, Any]) -> int:
+        values = {k: self.redact(v) if isinstance(v, str) else v for k, v in values.items()}
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         return int(self.conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})",
@@ -87,6 +92,7 @@ class RunStore(Queries):
         if unknown:
             raise StoreError(f"{table}: no such field(s) {', '.join(sorted(unknown))}")
         if fields:
+            fields = {k: self.redact(v) if isinstance(v, str) else v for k, v in fields.items()}
             sets = ", ".join(f"{k} = ?" for k in fields)
             self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*fields.values(), row_id])
 
@@ -154,8 +160,10 @@ class RunStore(Queries):
         cursor = self.conn.execute(
             "UPDATE attempts SET state = 'done', finished_at = ?, status = ?, reason = ?, verdict_json = ?, "
             "build_json = ?, times_json = ?, speedup = ?, sol = ?, gpu_seconds = ? WHERE id = ? AND state = 'pending'",
-            (time.time(), status, reason[:2000], json.dumps(verdict) if verdict is not None else None,
-             json.dumps(build) if build is not None else None, json.dumps({str(k): v for k, v in (times_ms or {}).items()}),
+            (time.time(), status, self.redact(reason[:2000]),
+             self.redact(json.dumps(verdict)) if verdict is not None else None,
+             self.redact(json.dumps(build)) if build is not None else None,
+             json.dumps({str(k): v for k, v in (times_ms or {}).items()}),
              speedup, sol, gpu_seconds, attempt_id))
         return cursor.rowcount == 1
 

@@ -17,6 +17,7 @@ from llm_fleet_helpers import (
 )
 from llm_scripted_server import ScriptedServer, call, error, slow, text, tools
 
+from core.evaluate.sandbox import confinement
 from core.store import RunReader
 
 pytestmark = pytest.mark.slow
@@ -41,10 +42,11 @@ def _good_flow(note="mul then relu in place", usage=(1000, 200), main=GOOD_MAIN)
 
 
 def test_good_candidate_is_recorded_passed_with_tokens_and_dollars(tmp_path):
-    # The candidate leaves its process id behind when imported: it must never be this (the orchestrator's) process.
-    marks = tmp_path / "imported_by"
-    marks.mkdir()
-    main = f"import os\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n" + GOOD_MAIN
+    # The candidate refuses to load in this (the orchestrator's) process, or, where candidates are confined,
+    # anywhere this process can be seen: passing proves it ran elsewhere (confined, it could leave no mark).
+    seen = f" or os.path.exists('/proc/{os.getpid()}/environ')" if confinement().confined else ""
+    main = (f"import os\nif os.getpid() == {os.getpid()}{seen}:\n"
+            "    raise RuntimeError('loaded where the orchestrator is')\n" + GOOD_MAIN)
     with ScriptedServer(_good_flow(main=main)) as server:
         run_dir = run_fleet(tmp_path, server.base_url, lambda s: len(agent_attempts(s)) >= 2)
     with RunReader(run_dir) as reader:
@@ -67,8 +69,6 @@ def test_good_candidate_is_recorded_passed_with_tokens_and_dollars(tmp_path):
         assert row.tokens == 3600 and row.dollars == pytest.approx(3 * (1000 * 2 + 200 * 8) / 1e6)
         assert agent.kind == "llm" and agent.model == "scripted-model" and agent.tokens == 3600
         assert reader.totals()["tokens"] == 3600 and reader.totals()["dollars"] == pytest.approx(row.dollars)
-    pids = {int(p.name) for p in marks.iterdir()}
-    assert pids and os.getpid() not in pids
     # The real client sent the key from the named environment variable, with tools and the brief.
     first = server.requests[0]
     assert first["authorization"] == f"Bearer {SECRET}"

@@ -36,6 +36,9 @@ class LlmConfig:
     model: str = setting("")
     # The NAME of the environment variable holding the API key, never the key itself.
     api_key_env: str = setting("OPENAI_API_KEY")
+    # More variables (NAMES) the run must keep from every process it starts and redact from everything it records,
+    # beyond the key's and those whose names look like credentials (KEY, TOKEN, SECRET, PASSW...).
+    secret_env: tuple[str, ...] = setting((), unique=True)
     concurrency: int = setting(4, min=1)
     temperature: float = setting(0.2, min=0, max=2)
     max_tokens: int = setting(4096, min=1)

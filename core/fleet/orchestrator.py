@@ -126,7 +126,7 @@ class Fleet:
         elif info is not None:
             raise FleetError(f"{self.run_dir} already holds a run: continue it with --resume, or pick another --run-dir")
         # Before any child process starts (nvidia-smi below, builds, workers): none inherits a secret.
-        take_secrets([self.config.llm.api_key_env])
+        take_secrets([self.config.llm.api_key_env, *self.config.llm.secret_env])
         self.store.redact = redact
         loaded = load_problems(self.problem_paths)
         if loaded.invalid:

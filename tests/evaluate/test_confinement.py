@@ -4,7 +4,6 @@ reports what it found by raising (the key hex-encoded, so that no redactor could
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from evaluate_support import PoolRunner, python_solution
+from hostile_candidate import findings, hostile_report, hostile_source
 
 from core.evaluate import sandbox
 from core.evaluate.confine import CONFINE_FAILED
@@ -20,69 +20,6 @@ from core.secrets import take_secrets
 
 CANARY = "sk-canary-" + uuid.uuid4().hex
 ROOT = Path(__file__).resolve().parents[2]
-
-HOSTILE = '''import json, os
-
-CANARY = {canary!r}
-TARGETS = {targets!r}
-HOME = {home!r}
-
-
-def _scan_processes():
-    hits, seen = [], 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        seen += 1
-        for part in ("environ", "cmdline"):
-            try:
-                with open(f"/proc/{{pid}}/{{part}}", "rb") as f:
-                    if CANARY.encode() in f.read():
-                        hits.append(f"/proc/{{pid}}/{{part}}")
-            except OSError:
-                pass
-    return hits, seen
-
-
-def _scan_files(top):
-    hits = []
-    for folder, _, files in os.walk(top):
-        for name in files:
-            try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    if CANARY.encode() in f.read(1 << 20):
-                        hits.append(os.path.join(folder, name))
-            except OSError:
-                pass
-    return hits
-
-
-def run(x, weight, eps, out):
-    total = float((x * weight).sum())  # the device works in here (on a GPU: CUDA inside the namespaces)
-    found, seen = _scan_processes()
-    found += [f"env:{{k}}" for k, v in os.environ.items() if CANARY in v]
-    found += _scan_files(HOME)
-    written = []
-    for i, target in enumerate(TARGETS):
-        try:
-            with open(target, "w") as f:
-                f.write("escaped")
-            written.append(i)
-        except OSError:
-            pass
-    # The reason is cut at 300 characters: short keys, and at most two findings (hex-encoded).
-    report = {{"found": [h.encode().hex()[:60] for h in found[:2]], "nfound": len(found), "written": written,
-               "n": seen, "pid": os.getpid(), "home": sorted(os.listdir(HOME))[:3] if os.path.isdir(HOME) else None,
-               "dev": str(x.device), "gpus": len([n for n in os.listdir("/dev") if n.startswith("nvidia")]),
-               "ok": total == total}}
-    raise RuntimeError("REPORT" + json.dumps(report))
-'''
-
-
-def _report(reason: str) -> dict:
-    assert "REPORT" in reason, reason
-    return json.loads(reason.split("REPORT", 1)[1].split(" (main.py")[0])
-
 
 @pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -105,14 +42,14 @@ def test_hostile_candidate_finds_no_canary_and_writes_nothing_outside_scratch(tm
                f"/tmp/escaped-{uuid.uuid4().hex}", f"/dev/shm/escaped-{uuid.uuid4().hex}"]
     runner = PoolRunner(device, workload_timeout_s=60)
     try:
-        source = HOSTILE.format(canary=CANARY, targets=targets, home=str(home))
+        source = hostile_source(CANARY, str(home), targets, "x, weight, eps, out")
         verdict = runner.evaluate(rmsnorm_problem, python_solution(source), workloads=(0,))
     finally:
         runner.close()
         holder.kill()
         holder.wait()
-    report = _report(verdict.reason)
-    assert report["nfound"] == 0, [bytes.fromhex(h).decode(errors="replace") for h in report["found"]]
+    report = hostile_report(verdict.reason)
+    assert report["nfound"] == 0, findings(report)
     # Its /dev/shm is a private one: a write there succeeds but lands nowhere anybody else can see.
     assert [targets[i] for i in report["written"] if not targets[i].startswith("/dev/shm/")] == []
     assert report["n"] <= 3 and report["pid"] <= 2  # the candidate sees its own namespace only

@@ -13,6 +13,7 @@ import sys
 import uuid
 
 import pytest
+from hostile_candidate import findings, hostile_report, hostile_source
 from llm_fleet_helpers import agent_attempts, run_fleet
 from llm_scripted_server import ScriptedServer, call, tools
 
@@ -23,48 +24,6 @@ pytestmark = pytest.mark.slow
 
 KEY_VARIABLE = "KF_ENDPOINT_WORD"
 CANARY = "sk-canary-" + uuid.uuid4().hex
-
-HOSTILE = '''import json, os
-
-CANARY = {canary!r}
-HOME = {home!r}
-OUTSIDE = {outside!r}
-
-
-def _found():
-    hits = []
-    for pid in os.listdir("/proc"):
-        for part in ("environ", "cmdline"):
-            try:
-                with open(f"/proc/{{pid}}/{{part}}", "rb") as f:
-                    if CANARY.encode() in f.read():
-                        hits.append(f"/proc/{{pid}}/{{part}}")
-            except OSError:
-                pass
-    hits += [f"env:{{k}}" for k, v in os.environ.items() if CANARY in v]
-    for folder, _, files in os.walk(HOME):
-        for name in files:
-            try:
-                with open(os.path.join(folder, name)) as f:
-                    if CANARY in f.read():
-                        hits.append(os.path.join(folder, name))
-            except OSError:
-                pass
-    return hits
-
-
-def run(x, w, out):
-    hits = _found()
-    wrote = []
-    for target in (os.path.join(OUTSIDE, "escaped"), os.path.join(HOME, "escaped")):
-        try:
-            open(target, "w").close()
-            wrote.append(target)
-        except OSError:
-            pass
-    raise RuntimeError("REPORT" + json.dumps({{"hits": len(hits), "first": [h.encode().hex() for h in hits[:1]],
-                                               "wrote": len(wrote)}}))
-'''
 
 ECHO = '''def run(x, w, out):
     raise RuntimeError("the key is {canary}")
@@ -88,25 +47,27 @@ def test_the_key_is_out_of_reach_and_never_recorded_or_sent(tmp_path, monkeypatc
     outside.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv(KEY_VARIABLE, CANARY)
+    monkeypatch.setenv("KF_OTHER_WORD", CANARY)  # no pattern catches it either: [llm] secret_env names it
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", CANARY],
                               env={**os.environ, "SHELL_VARIABLE": CANARY})
-    hostile = HOSTILE.format(canary=CANARY, home=str(home), outside=str(outside))
+    hostile = hostile_source(CANARY, str(home), [str(outside / "escaped"), str(home / "escaped")], "x, w, out")
     # The second candidate holds the key in its own text (as if the model had echoed it) and raises it back.
     script = _flow(hostile) + _flow(ECHO.format(canary=CANARY)) + [tools(call("read_file", {"path": "main.py"}))]
     try:
         with ScriptedServer(script) as server:
             run_dir = run_fleet(tmp_path, server.base_url,
                                 lambda s: len(agent_attempts(s)) >= 2 and server.consumed >= len(script),
-                                llm={"api_key_env": KEY_VARIABLE}, fleet={"device": device},
+                                llm={"api_key_env": KEY_VARIABLE, "secret_env": ["KF_OTHER_WORD"]},
+                                fleet={"device": device},
                                 timeout_s=120)
     finally:
         holder.kill()
         holder.wait()
     with RunReader(run_dir) as reader:
         attempts = [a for a in reader.attempts() if a.agent_id is not None]
-        report = json.loads(attempts[0].reason.split("REPORT", 1)[1].split(" (main.py")[0])
-        assert report == {"hits": 0, "first": [], "wrote": 0}, \
-            [bytes.fromhex(h).decode(errors="replace") for h in report["first"]]
+        report = hostile_report(attempts[0].reason)
+        assert report["nfound"] == 0 and report["written"] == [] and report["home"] == [], findings(report)
+        assert report["dev"].startswith(device)
         assert "[redacted]" in attempts[1].reason
         logs = "\n".join(e.message for e in reader.events())
         assert "candidates confined" in logs

@@ -33,6 +33,9 @@ from core.llm.tools import MAX_FILE_CHARS, TOOL_NAMES, TOOL_SCHEMAS, Toolbox, To
 from core.store.model import AttemptRow, LlmCall
 
 MAX_TOOL_RESULT_CHARS = 8000
+# The tool-call arguments one answer may carry in all: the calls past it are refused, and the history keeps them
+# short, so that the answer (always kept whole as the latest turn) cannot make the next request huge.
+MAX_ANSWER_ARGUMENT_CHARS = 2 * MAX_FILE_CHARS
 NOTES = 8  # recent attempts shown in the brief
 TRIM_NOTE = "(earlier turns were dropped to fit the context)"
 NUDGE_TOOLS = ("Use the tools: write your files with write_file, check them with evaluate, and call finish with a "
@@ -254,11 +257,15 @@ class LlmAgent:
     async def _handle_tool_calls(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply,
                                  messages: list[dict[str, Any]]) -> Step:
         worked, new_candidate, finished = False, False, False
-        for call in reply.tool_calls:
+        admitted = _admitted(reply.tool_calls)
+        for i, call in enumerate(reply.tool_calls):
             if finished:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": "skipped: the turn ended"})
                 continue
             args, problem = _arguments(call.arguments)
+            if i not in admitted and problem is None:
+                problem = (f"this answer's tool-call arguments pass {MAX_ANSWER_ARGUMENT_CHARS} characters in all; "
+                           "this call was not run")
             if call.name not in TOOL_NAMES:
                 problem = f"unknown tool {call.name!r}"
             if problem is not None:
@@ -294,16 +301,28 @@ def _history_message(reply: LlmReply) -> dict[str, Any]:
     """The answer as the history keeps it: tool-call arguments over the file limit replaced by a short note."""
     message = dict(reply.message)
     if "tool_calls" in message:
+        admitted = _admitted(reply.tool_calls)
         message["tool_calls"] = [
-            {**c, "function": {**c["function"], "arguments": _placeholder(c["function"]["arguments"])}}
-            for c in message["tool_calls"]]
+            {**c, "function": {**c["function"], "arguments": c["function"]["arguments"] if i in admitted else
+                               _placeholder(c["function"]["arguments"])}}
+            for i, c in enumerate(message["tool_calls"])]
     return message
 
 
+def _admitted(calls) -> set[int]:
+    """Indices of the calls whose arguments are within the file limit and, together, within the answer's."""
+    admitted, total = set(), 0
+    for i, call in enumerate(calls):
+        size = len(call.arguments)
+        if size <= MAX_FILE_CHARS and total + size <= MAX_ANSWER_ARGUMENT_CHARS:
+            admitted.add(i)
+            total += size
+    return admitted
+
+
 def _placeholder(arguments: str) -> str:
-    if len(arguments) <= MAX_FILE_CHARS:
-        return arguments
-    return json.dumps({"omitted": f"{len(arguments)} characters of arguments, over the limit of {MAX_FILE_CHARS}"})
+    return json.dumps({"omitted": f"{len(arguments)} characters of arguments, over the limit of {MAX_FILE_CHARS} "
+                                  f"a call and {MAX_ANSWER_ARGUMENT_CHARS} an answer"})
 
 
 def _arguments(text: str) -> tuple[dict[str, Any], str | None]:

@@ -74,6 +74,19 @@ def test_oversized_arguments_are_failures_that_end_the_turn(tmp_path):
     assert "llm: ending the turn after 4 failed answers in a row" in logs
 
 
+def test_many_writes_just_under_the_limit_cannot_make_a_request_huge(tmp_path):
+    # 10 files of 190,000 characters in one answer: 1.9 MB, each call within the 200,000 limit.
+    flood = tools(*[call("write_file", {"path": f"f{i}.py", "content": "x" * 190_000}) for i in range(10)])
+    with ScriptedServer([flood], forever=tools(call("read_file", {"path": "f0.py"}))) as server:
+        run_fleet(tmp_path, server.base_url, None)
+        sizes = [r["bytes"] for r in server.requests]
+        answered = server.requests[1]["body"]["messages"]
+    assert sizes[0] < 100_000 and max(sizes[1:]) < 1_000_000, sizes
+    results = [m["content"] for m in answered if m["role"] == "tool"]
+    assert sum(r.startswith("wrote ") for r in results) == 2  # 400,000 characters in all, then refused
+    assert sum("not run" in r for r in results) == 8
+
+
 def log_events_of(run_dir) -> list[str]:
     with RunReader(run_dir) as reader:
         return log_events(reader)

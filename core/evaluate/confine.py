@@ -10,7 +10,8 @@ namespaces, then, before it execs COMMAND:
 - the whole filesystem is read-only, except the ``--write`` folders;
 - the home folders (``/home``, ``/root`` and the ``--hide`` ones: the user's home) are replaced by empty ones in
   which only the ``--keep`` paths (the Python installation, the project, the problems) are put back, so dotfiles,
-  keys and shell histories are out of reach; ``/run`` (daemon sockets, per-user runtime folders) is empty;
+  keys and shell histories are out of reach; ``/run`` (daemon sockets, per-user runtime folders) is empty, and so
+  are the folders of ``/tmp`` that hold sockets (tmux, SSH agents, X): a candidate cannot drive the user's tmux;
 - ``/dev`` holds only null, zero, full, random, urandom and the NVIDIA devices, and ``/dev/shm`` is private;
 - ``/proc/sys`` and the other writable kernel knobs under ``/proc`` are read-only;
 - no network: only a loopback interface that is down;
@@ -28,6 +29,7 @@ import errno
 import glob
 import os
 import signal
+import stat
 import sys
 from pathlib import Path
 
@@ -58,6 +60,7 @@ PR_SET_NO_NEW_PRIVS = 38
 HOME_ROOTS = ("/home", "/root")
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom")
 DEVICE_GLOBS = ("nvidia*",)  # nvidia0.., nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset, nvidia-caps/
+TEMPORARY_FOLDERS = ("/tmp", "/var/tmp")
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "latency_stats", "timer_list")
 SHM_SIZE = "size=268435456,mode=1777"
 
@@ -195,6 +198,43 @@ def _empty_run() -> None:
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=65536")
 
 
+def _hide_sockets(protect: list[str]) -> None:
+    """A read-only mount does not stop ``connect()``: a socket of the user's tmux server, SSH agent or X server in
+    the temporary folders would let a candidate act as the user outside. Each folder directly under them that holds
+    a socket gets an empty one over it, and each socket directly in them or in a folder that must stay gets
+    /dev/null over it."""
+    def is_socket(path: str) -> bool:
+        try:
+            return stat.S_ISSOCK(os.lstat(path).st_mode)
+        except OSError:
+            return False
+
+    for top in TEMPORARY_FOLDERS:
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name)
+            if is_socket(path):
+                _mount("/dev/null", path, None, MS_BIND)
+                continue
+            if os.path.islink(path) or not os.path.isdir(path):
+                continue
+            try:
+                sockets = [os.path.join(path, n) for n in os.listdir(path) if is_socket(os.path.join(path, n))]
+            except OSError:
+                continue
+            if not sockets:
+                continue
+            real = os.path.realpath(path)
+            if any(p == real or p.startswith(real + "/") for p in protect):
+                for socket_path in sockets:
+                    _mount("/dev/null", socket_path, None, MS_BIND)
+            else:
+                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=4096")
+
+
 def _new_dev(write: list[str]) -> None:
     """A /dev of a few harmless nodes and the GPUs (no disks), with a private /dev/shm."""
     old = os.open("/dev", os.O_PATH | os.O_DIRECTORY)
@@ -253,6 +293,7 @@ def confine(write: list[str], keep: list[str], hide: list[str], uid: int, gid: i
     _remount_read_only(set(write))
     _hide_homes(_hidden_roots(hide, keep, write), keep + write)
     _empty_run()
+    _hide_sockets(keep + write)
     _new_dev(write)
     _new_proc()
     _check_read_only(set(write) | {"/dev/shm", "/proc"})

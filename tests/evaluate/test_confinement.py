@@ -116,3 +116,48 @@ def test_no_confinement_is_said_in_the_protections():
     assert any(p.startswith("NOT confined: unshare") for p in said)
     assert any("network NOT isolated" in p for p in said)
     assert weak.command(["python", "-m", "w"], write=[Path("/x")], keep=[]) == ["python", "-m", "w"]
+
+
+@pytest.mark.skipif(not sandbox.confinement().confined, reason="this machine allows no confinement")
+def test_sockets_in_the_temporary_folder_cannot_be_reached(tmp_path):
+    """A read-only mount does not stop connect(): the user's tmux server socket (/tmp/tmux-UID/default) would let a
+    candidate type commands into the user's shell. Such sockets, in a folder of /tmp or in /tmp itself, are hidden."""
+    import socket
+
+    tag = uuid.uuid4().hex[:12]
+    in_folder = Path(f"/tmp/kf-sockets-{tag}") / "default"  # as tmux keeps its server's socket
+    at_top = Path(f"/tmp/kf-socket-{tag}")
+    in_folder.parent.mkdir()
+    servers = []
+    try:
+        for path in (in_folder, at_top):
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(str(path))
+            server.listen(1)
+            servers.append(server)
+        script = f"""
+import socket
+reached = []
+for path in ({str(in_folder)!r}, {str(at_top)!r}):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        reached.append(path)
+    except OSError:
+        pass
+print(reached)
+"""
+        command = sandbox.Confinement(True).command([sys.executable, "-I", "-c", script], write=[tmp_path],
+                                                    keep=sandbox.kept_paths())
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        # The same script outside reaches both: the test would see a hole.
+        outside = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        for server in servers:
+            server.close()
+        for path in (in_folder, at_top):
+            path.unlink(missing_ok=True)
+        in_folder.parent.rmdir()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert outside.stdout.strip() == str([str(in_folder), str(at_top)])

@@ -21,7 +21,6 @@ MIN_SECRET_CHARS = 8
 _lock = threading.Lock()
 _taken: dict[str, str] = {}  # name -> value, for the life of the process
 
-
 # Variables no untrusted process sees: anything that looks like a credential, plus known secret-bearing names.
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 _SECRET_PREFIXES = ("OPENAI", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING", "GITHUB_",
@@ -33,10 +32,9 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) or name.upper().startswith(_SECRET_PREFIXES)
 
 
-def without_secrets(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> dict[str, str]:
-    """``env`` less every secret-looking variable and each of ``extra_names``."""
-    extra = set(extra_names)
-    return {k: v for k, v in env.items() if not is_secret_name(k) and k not in extra}
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` less every variable whose name looks like a credential."""
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
 
 
 def take_secrets(names: Iterable[str] = ()) -> dict[str, str]:
@@ -61,7 +59,7 @@ def secret(name: str) -> str | None:
 
 
 def redact(text: str) -> str:
-    """``text`` with the value of every secret taken (or named now in the environment) replaced."""
+    """``text`` with the value of every secret taken so far replaced."""
     if not text:
         return text
     with _lock:

@@ -1,4 +1,23 @@
+import os
+import shutil
+import tempfile
+
 import pytest
+
+_CACHE_DIR: str | None = None
+
+
+def pytest_configure(config):
+    """Every test, and every process a test starts, caches in a folder of its own, never in the user's
+    ~/.cache/kernelfleet (builds, baselines, GPU specs). Tests that need a cache of their own still set one."""
+    global _CACHE_DIR
+    _CACHE_DIR = tempfile.mkdtemp(prefix="kernelfleet-test-cache-")
+    os.environ["KERNELFLEET_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config):
+    if _CACHE_DIR is not None:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

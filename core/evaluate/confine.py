@@ -28,6 +28,7 @@ import ctypes
 import errno
 import glob
 import os
+import re
 import signal
 import stat
 import sys
@@ -106,16 +107,8 @@ def _map_ids(inner_uid: int, outer_uid: int, inner_gid: int, outer_gid: int) -> 
 
 
 def _unescape(field: str) -> str:
-    """Mount points in mountinfo escape space, tab, newline and backslash as octal."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and i + 3 < len(field) + 1 and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
+    """Mount points in mountinfo escape space, tab, newline and backslash as three octal digits."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def mounts() -> list[tuple[str, set[str], int]]:

@@ -37,7 +37,6 @@ from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
 from core.solution.schema import Solution
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # T_sol counts every input byte once, but an honest kernel may skip inputs it provably does not need (the masked
 # half of a causal softmax: measured on the H200 at 0.99 x T_sol). Only times well under T_sol are impossible.
@@ -80,7 +79,7 @@ class WorkerProcess:
         child_fd = child.detach()
         candidate = role == "candidate"
         env = sandbox.scrubbed_environment(os.environ, str(self.scratch) if candidate else None)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH", "")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT), env.get("PYTHONPATH", "")]))
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(gpu)
         elif device == "cpu":

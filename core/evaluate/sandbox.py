@@ -26,11 +26,10 @@ FILE_SIZE_LIMIT = 48 << 30
 OPEN_FILES_LIMIT = 4096
 
 
-def scrubbed_environment(base: Mapping[str, str], scratch: str | None = None,
-                         extra_secrets: tuple[str, ...] = ()) -> dict[str, str]:
-    """``base`` without anything that looks like a credential (nor the ``extra_secrets`` names); with ``scratch``,
-    also HOME and TMPDIR pointed at it (a candidate's process)."""
-    env = without_secrets(base, extra_secrets)
+def scrubbed_environment(base: Mapping[str, str], scratch: str | None = None) -> dict[str, str]:
+    """``base`` without anything that looks like a credential; with ``scratch``, also HOME and TMPDIR pointed at it
+    (a candidate's process). Variables named by the config are gone already (``core.secrets.take_secrets``)."""
+    env = without_secrets(base)
     if scratch is not None:
         env.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     return env

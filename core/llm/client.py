@@ -77,24 +77,8 @@ class LlmReply:
     message: dict[str, Any] = field(default_factory=dict)  # the assistant message as the model sent it
 
     @property
-    def prompt_tokens(self) -> int:
-        return self.call.prompt_tokens
-
-    @property
-    def completion_tokens(self) -> int:
-        return self.call.completion_tokens
-
-    @property
     def tokens(self) -> int:
         return self.call.tokens
-
-    @property
-    def dollars(self) -> float:
-        return self.call.dollars
-
-    @property
-    def usage_reported(self) -> bool:
-        return not self.call.tokens_estimated
 
 
 def estimate_tokens(value: Any) -> int:

@@ -48,8 +48,8 @@ def test_usage_becomes_dollars_and_tool_calls_come_back_raw():
     with ScriptedServer(script) as server:
         cfg = _cfg(server, price_input_per_mtok=1.5, price_output_per_mtok=6.0)
         reply = anyio.run(lambda: _chat_once(cfg, [{"role": "user", "content": "hi"}]))
-    assert reply.tokens == 2_500_000 and reply.usage_reported
-    assert reply.dollars == pytest.approx(2 * 1.5 + 0.5 * 6.0)
+    assert reply.tokens == 2_500_000 and not reply.call.tokens_estimated
+    assert reply.call.dollars == pytest.approx(2 * 1.5 + 0.5 * 6.0)
     assert reply.tool_calls[0].name == "evaluate" and reply.tool_calls[0].arguments == '{"workloads": [0'
     assert reply.message["tool_calls"][0]["function"]["arguments"] == '{"workloads": [0'
 
@@ -57,7 +57,7 @@ def test_usage_becomes_dollars_and_tool_calls_come_back_raw():
 def test_missing_usage_is_estimated():
     with ScriptedServer([text("x" * 400, usage=None)]) as server:
         reply = anyio.run(lambda: _chat_once(_cfg(server), [{"role": "user", "content": "y" * 800}]))
-    assert not reply.usage_reported and reply.completion_tokens == 100 and reply.prompt_tokens > 200
+    assert reply.call.tokens_estimated and reply.call.completion_tokens == 100 and reply.call.prompt_tokens > 200
 
 
 def test_a_refused_request_is_not_retried_and_never_shows_the_key():

@@ -28,8 +28,8 @@ from core.config.schema import FleetConfig
 from core.fleet.agent import WorkOutcome, Workbench
 from core.llm.brief import problem_brief, system_prompt
 from core.llm.client import LlmClient, LlmDown, LlmReply, LlmUnavailable, ToolsRejected, cost, estimate_tokens
-from core.llm.tools import MAX_FILE_CHARS, TOOL_NAMES, TOOL_SCHEMAS, Toolbox, ToolResult, Workspace, \
-    WorkspaceError, parse_text_reply
+from core.llm.tools import MAX_FILE_CHARS, Toolbox, ToolResult, Workspace, WorkspaceError, parse_text_reply, \
+    registry, tool_schemas
 from core.store.model import AttemptRow, LlmCall
 
 MAX_TOOL_RESULT_CHARS = 8000
@@ -154,7 +154,7 @@ class LlmAgent:
         """One model call within the budgets (BudgetSpent before it, if it could pass one), every try recorded."""
         prompt, completion = estimate_tokens(messages), self.cfg.max_tokens
         with bench.reserve_call(prompt + completion, cost(self.cfg, prompt, completion)):
-            reply = await client.chat(messages, tools=TOOL_SCHEMAS if mode == "tools" else None,
+            reply = await client.chat(messages, tools=tool_schemas() if mode == "tools" else None,
                                       on_retry=bench.log, on_call=bench.record_call)
             bench.record_call(self._judged(reply))
         return reply
@@ -266,11 +266,11 @@ class LlmAgent:
             if i not in admitted and problem is None:
                 problem = (f"this answer's tool-call arguments pass {MAX_ANSWER_ARGUMENT_CHARS} characters in all; "
                            "this call was not run")
-            if call.name not in TOOL_NAMES:
+            if call.name not in registry():
                 problem = f"unknown tool {call.name!r}"
             if problem is not None:
                 self._failure(bench, f"malformed tool call: {call.name or '(no name)'}: {problem}", reply)
-                result = ToolResult(f"error: {problem}. Call one of: {', '.join(sorted(TOOL_NAMES))}, with JSON "
+                result = ToolResult(f"error: {problem}. Call one of: {', '.join(sorted(registry()))}, with JSON "
                                     f"object arguments of at most {MAX_FILE_CHARS} characters.")
             else:
                 result = await toolbox.call(call.name, args)

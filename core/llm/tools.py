@@ -8,6 +8,7 @@ problem that covered the same workloads is not evaluated again: the result names
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -19,19 +20,19 @@ from core.fleet.agent import Workbench
 from core.solution.io import parse_solution
 from core.solution.schema import Solution
 from core.solution.tunables import TUNABLES_MODULE_FILE
+from core.llm.toolkit import Tool, ToolRefused, ToolResult
 from core.store.model import AttemptRow
 
 SPEC_FILE = "solution.json"
 MAX_FILE_CHARS = 200_000
 MAX_FILES = 32
-PROFILE_UNAVAILABLE = "unavailable: ncu is not used in this build"
 
 DEFAULT_SPEC: dict[str, Any] = {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "main.py::run",
                                 "dependencies": [], "destination_passing_style": True, "binding": None,
                                 "compile_options": None}
 
 
-class WorkspaceError(ValueError):
+class WorkspaceError(ToolRefused):
     """A request the workspace refuses (bad path, bad spec); the message goes back to the model."""
 
 
@@ -132,40 +133,48 @@ class Workspace:
         return parse_solution(data, SPEC_FILE)
 
 
-def _function(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": list(required)}}}
+async def _write_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return ToolResult(box.workspace.write(args.get("path"), args.get("content")))
 
 
-TOOL_SCHEMAS: list[dict[str, Any]] = [
-    _function("write_file", "Create or replace a file of your candidate (a relative path). Writing solution.json "
-                            "sets the spec from its `spec` object.",
-              {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")),
-    _function("read_file", "Read a file of your candidate.", {"path": {"type": "string"}}, ("path",)),
-    _function("set_spec", "Choose the solution spec: language (pytorch, triton, cuda_cpp, cute_dsl), entry point "
-                          "('file.py::function') and destination passing style.",
-              {"language": {"type": "string"}, "entry_point": {"type": "string"},
-               "destination_passing_style": {"type": "boolean"}}, ("language", "entry_point")),
-    _function("build", "Build the candidate without running it: compile errors, or the ptxas resource report.", {}),
-    _function("evaluate", "Evaluate the candidate (recorded as an attempt): correctness and timing per workload. "
-                          "Give workload indices to evaluate a few; leave out for all.",
-              {"workloads": {"type": "array", "items": {"type": "integer"}}}),
-    _function("profile", "Profile the candidate's kernels.", {}),
-    _function("finish", "Submit the candidate for a full evaluation and end your turn, with a short note on what "
-                        "you did and learned (other agents read it).",
-              {"note": {"type": "string"}}, ("note",)),
-]
-TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOL_SCHEMAS)
+async def _read_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return ToolResult(box.workspace.read(args.get("path")))
 
 
-@dataclass
-class ToolResult:
-    text: str  # what goes back to the model
-    attempt: AttemptRow | None = None  # an attempt this call recorded (a new distinct candidate)
-    failure: str | None = None  # a classified failure, logged by the agent
-    finished: bool = False
-    equal_to: AttemptRow | None = None  # the earlier attempt this candidate equals (not evaluated again)
+async def _set_spec(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return ToolResult(box.workspace.set_spec(args.get("language"), args.get("entry_point"),
+                                             args.get("destination_passing_style", True)))
+
+
+async def _build(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return await box.build()
+
+
+async def _evaluate(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return await box.evaluate(args.get("workloads"))
+
+
+async def _finish(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    note = args.get("note")
+    return await box.finish(note if isinstance(note, str) else "")
+
+
+WORKSPACE_TOOLS: tuple[Tool, ...] = (
+    Tool("write_file", "Create or replace a file of your candidate (a relative path). Writing solution.json sets the "
+                       "spec from its `spec` object.", _write_file,
+         {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")),
+    Tool("read_file", "Read a file of your candidate.", _read_file, {"path": {"type": "string"}}, ("path",)),
+    Tool("set_spec", "Choose the solution spec: language (one this run allows: see the brief), entry point "
+                     "('file.py::function') and destination passing style.", _set_spec,
+         {"language": {"type": "string"}, "entry_point": {"type": "string"},
+          "destination_passing_style": {"type": "boolean"}}, ("language", "entry_point")),
+    Tool("build", "Build the candidate without running it: compile errors, or the ptxas resource report.", _build),
+    Tool("evaluate", "Evaluate the candidate (recorded as an attempt): correctness and timing per workload. Give "
+                     "workload indices to evaluate a few; leave out for all.", _evaluate,
+         {"workloads": {"type": "array", "items": {"type": "integer"}}}),
+    Tool("finish", "Submit the candidate for a full evaluation and end your turn, with a short note on what you did "
+                   "and learned (other agents read it).", _finish, {"note": {"type": "string"}}, ("note",)),
+)
 
 
 def verdict_line(attempt: AttemptRow) -> str:
@@ -239,31 +248,18 @@ class Toolbox:
                                        self.bench.problem.name, self.author)
 
     async def call(self, name: str, args: dict[str, Any]) -> ToolResult:
-        ws = self.workspace
+        tools = registry()
+        tool = tools.get(name)
+        if tool is None:
+            return ToolResult(f"error: no tool {name!r} (tools: {', '.join(sorted(tools))})",
+                              failure=f"malformed tool call: unknown tool {name!r}")
         try:
-            if name == "write_file":
-                return ToolResult(ws.write(args.get("path"), args.get("content")))
-            if name == "read_file":
-                return ToolResult(ws.read(args.get("path")))
-            if name == "set_spec":
-                return ToolResult(ws.set_spec(args.get("language"), args.get("entry_point"),
-                                              args.get("destination_passing_style", True)))
-            if name == "build":
-                return await self.build()
-            if name == "evaluate":
-                return await self.evaluate(args.get("workloads"))
-            if name == "profile":
-                return ToolResult(PROFILE_UNAVAILABLE)
-            if name == "finish":
-                note = args.get("note")
-                return await self.finish(note if isinstance(note, str) else "")
-        except WorkspaceError as exc:
+            return await tool.run(self, args)
+        except ToolRefused as exc:
             failure = "no files" if str(exc).startswith("no files") else f"malformed tool call: {name}: {exc}"
             return ToolResult(f"error: {exc}", failure=failure)
         except SpecError as exc:
             return ToolResult(f"error: invalid solution: {exc}", failure=f"invalid solution: {exc}")
-        return ToolResult(f"error: no tool {name!r} (tools: {', '.join(sorted(TOOL_NAMES))})",
-                          failure=f"malformed tool call: unknown tool {name!r}")
 
     async def build(self) -> ToolResult:
         solution = self._solution()
@@ -318,6 +314,17 @@ class Toolbox:
             raise WorkspaceError(f"no runnable workload {bad}; valid: {sorted(valid)}")
         indices = tuple(dict.fromkeys(workloads))
         return None if len(indices) == len(valid) else indices
+
+
+@functools.cache
+def registry() -> dict[str, Tool]:
+    """Every tool the agent offers, by name: the workspace's and those of the other tool modules."""
+    groups = [WORKSPACE_TOOLS]
+    return {tool.name: tool for group in groups for tool in group}
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    return [tool.schema() for tool in registry().values()]
 
 
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cli import eval_cmd, export_cmd, problems_cmd, report_cmd, run_cmd
-from cli import watch_cmd
+from cli import docs_cmd, watch_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(commands)
     export_cmd.register(commands)
     watch_cmd.register(commands)
+    docs_cmd.register(commands)
     return parser
 
 

@@ -9,7 +9,7 @@ import difflib
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import Field, fields
+from dataclasses import Field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -54,7 +54,7 @@ def load_config(path: str | Path | None) -> FleetConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "TOML syntax", str(exc)) from None
-    return parse_config(data, source)
+    return _resolve_docs(parse_config(data, source), Path(path).parent, source)
 
 
 def parse_config(data: Mapping[str, Any], source: str = "<config>") -> FleetConfig:
@@ -97,6 +97,23 @@ def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
         raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
                                            f"{parsed.tuner_agents} + {parsed.llm_agents}")
     return parsed
+
+
+def _resolve_docs(cfg: FleetConfig, base: Path, source: str) -> FleetConfig:
+    """``[llm] docs`` as absolute folders (a relative one from the config file's folder), each one existing.
+    Only a file a person wrote is checked: a stored config (resume) keeps its folders, and the docs tool says
+    which have gone."""
+    folders = []
+    for i, folder in enumerate(cfg.llm.docs):
+        resolved = (base / Path(folder).expanduser()).resolve()
+        if not resolved.exists():
+            raise ConfigError(source, f"llm.docs[{i}]", f"no such folder: {resolved}")
+        if not resolved.is_dir():
+            raise ConfigError(source, f"llm.docs[{i}]", f"not a folder: {resolved}")
+        folders.append(str(resolved))
+    if not folders:
+        return cfg
+    return replace(cfg, llm=replace(cfg.llm, docs=tuple(dict.fromkeys(folders))))
 
 
 def _check(value: Any, tp: Any, spec: Field, key: str, source: str) -> Any:

@@ -59,6 +59,13 @@ class LlmConfig:
     no_progress_calls: int = setting(8, min=1)
     # An answer longer than this is refused as a failure and kept in the history cut to this length.
     max_answer_chars: int = setting(65536, min=1024)
+    # The instruments (profile, sanitize, assembly): each run of one is stopped after tool_timeout_s, and one turn
+    # may run at most device_tools_per_turn of those that hold a device.
+    tool_timeout_s: float = setting(300.0, gt=0)
+    device_tools_per_turn: int = setting(6, min=0)
+    # Folders of documentation (.md, .rst, .txt, .html, .py) the agents' ``docs`` tool searches, besides the
+    # installed kernel libraries and the protocol. A relative path is taken from the config file's folder.
+    docs: tuple[str, ...] = setting((), unique=True)
 
 
 @dataclass(frozen=True)

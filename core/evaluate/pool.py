@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from core.build.process import ProcessOutcome, run_in_process_group
 from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
@@ -295,6 +296,7 @@ class EvaluationPool:
         self._root = Path(tempfile.mkdtemp(prefix="kernelfleet-eval-"))
         self.confinement = sandbox.confinement()
         keep = sandbox.kept_paths(readable)
+        self.keep = tuple(keep)
         ids: list[int | None] = list(gpus) if gpus else ([0] if device.startswith("cuda") else [None])
         self.core_plan = plan_cores(os.sched_getaffinity(0), len(ids)) \
             if keep_timing_cores and device.startswith("cuda") and hasattr(os, "sched_getaffinity") else None
@@ -335,6 +337,21 @@ class EvaluationPool:
                 return await self._evaluate(slot, job)
             finally:
                 self.usage.jobs += 1
+
+    async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
+                           priority: int = 0) -> ProcessOutcome:
+        """``command`` (an instrument around candidate code) on the first device free, confined like a candidate:
+        it writes only ``scratch``, sees no secret, and dies with its process group at ``timeout_s``. The device
+        is held throughout, so no candidate is timed beside it, and the time counts as busy device time."""
+        async with self._holding(priority) as (slot, waited):
+            self.usage.queue_wait_s += waited
+            environment = sandbox.scrubbed_environment(os.environ, str(scratch))
+            environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT),
+                                                                      environment.get("PYTHONPATH", "")]))
+            environment["CUDA_VISIBLE_DEVICES"] = _physical_gpu(slot.gpu) if slot.gpu is not None else ""
+            environment.update(env)
+            argv = self.confinement.command(command, write=[scratch], keep=self.keep)
+            return await run_in_process_group(argv, cwd=scratch, env=environment, timeout_s=timeout_s)
 
     @asynccontextmanager
     async def _holding(self, priority: int, wanted: _DeviceSlot | None = None):

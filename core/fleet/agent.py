@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from core.fleet.facts import RunFacts
+from core.fleet.similar import SimilarBest
+from core.inspect.service import Inspection
 from core.problem.schema import Problem
 from core.solution.prepare import PreparedSolution
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, LlmCall, ProblemRow
+from core.store.model import AttemptRow, LlmCall, NoteRow, ProblemRow
 
 
 class WorkOutcome(str, Enum):
@@ -43,7 +46,32 @@ class Workbench(Protocol):
 
     def attempts(self, limit: int | None = None) -> list[AttemptRow]: ...
 
+    def facts(self) -> RunFacts:
+        """The machine and the run (gathered once per run start)."""
+        ...
+
+    def similar_bests(self, limit: int = 5) -> list[SimilarBest]:
+        """The best passing attempts of this run's problems most like this one."""
+        ...
+
+    def readable_attempt(self, attempt_id: int) -> tuple[AttemptRow, ProblemRow] | None:
+        """An attempt of this problem, or the best of a similar one, with its problem; None for any other."""
+        ...
+
+    def family_notes(self, limit: int = 10) -> list[NoteRow]:
+        """The newest notes on the board of this problem's op family."""
+        ...
+
+    def add_note(self, text: str) -> int:
+        """Record a short finding on this problem's op-family board; the note's id."""
+        ...
+
     async def build(self, solution: Solution) -> PreparedSolution: ...
+
+    async def inspect(self, instrument: str, solution: Solution, **options: Any) -> Inspection:
+        """Build ``solution`` and run an instrument on it: "profile", "sanitize" or "assembly"
+        (``core.inspect.service.Inspector``); its device time is counted and an event records it."""
+        ...
 
     async def evaluate(self, solution: Solution, *, workloads: tuple[int, ...] | None = None,
                        parent_id: int | None = None, tunables: dict[str, Any] | None = None,
@@ -66,6 +94,10 @@ class Workbench(Protocol):
     def log(self, message: str, kind: str = "log") -> None: ...
 
     def should_stop(self) -> bool: ...
+
+    def docs_paths(self) -> tuple[str, ...]:
+        """The documentation folders the run's config lists ([llm] docs), for the ``docs`` tool."""
+        ...
 
 
 class Agent(Protocol):

@@ -28,6 +28,7 @@ from core.evaluate.baseline import METHOD_COMPILED
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
 from core.fleet.budget import Budgets, BudgetSpent
+from core.fleet.facts import RunFacts, gather_facts
 from core.fleet.gpus import detect_gpus
 from core.fleet.seeds import pick_seed
 from core.fleet.tuner import TunerAgent
@@ -77,6 +78,7 @@ class Fleet:
         self._spaces: dict[int | None, bool] = {}  # best attempt id -> whether a tuner can work on it
         self.timing: TimingPolicy = TimingPolicy()
         self.sol_ms: dict[Path, dict[int, float]] = {}
+        self.facts: RunFacts | None = None  # the machine and the run, gathered at each start
         self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
         self.assignment: dict[int, int | None] = {}  # agent id -> problem id
         self.working: set[int] = set()  # agents inside work()
@@ -194,6 +196,7 @@ class Fleet:
                     self.event("log", pool.core_plan.describe())
                 try:
                     async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._gather_facts)
                         tg.start_soon(self._prepare_all)
                         tg.start_soon(self._planner_loop)
                         for agent in self.store.agents():
@@ -211,6 +214,12 @@ class Fleet:
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
         self.store.close()
         return state
+
+    async def _gather_facts(self) -> None:
+        # A child process and nvidia-smi (seconds on a GPU): alongside the preparation, before any agent's brief.
+        self.facts = await anyio.to_thread.run_sync(gather_facts, self.device, tuple(self.config.fleet.languages),
+                                                    self.gpus[0] if self.gpus else None, self.gpu_name,
+                                                    abandon_on_cancel=True)
 
     async def _prepare_all(self) -> None:
         # One problem in preparation per GPU: a baseline's torch.compile keeps one judge busy for many seconds, and
@@ -248,7 +257,7 @@ class Fleet:
                                                  blob_roots=self.blob_roots)
             infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
                                   b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
-                                  b.compile_reason, b.timing_method) for b in baselines]
+                                  b.compile_reason, b.timing_method, sol.bound.get(b.index, "")) for b in baselines]
             self.store.set_problem_workloads(problem_id, [asdict(i) for i in infos])
             self.event("log", f"baseline measured on {len(infos)} workloads"
                               + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
@@ -299,7 +308,7 @@ class Fleet:
         impl = self.factories[kind](self.config)
         while True:
             problem_id = self.assignment.get(agent_id)
-            if problem_id is None or problem_id not in self.ready:
+            if problem_id is None or problem_id not in self.ready or self.facts is None:
                 await anyio.sleep(IDLE_POLL_S)
                 continue
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict
@@ -15,13 +17,16 @@ from core.evaluate.evaluate import compile_error_verdict, evaluate_prepared
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
 from core.fleet.agent import AgentIdentity
 from core.fleet.diff import solution_diff
+from core.fleet.facts import RunFacts, facts_from_probe, language_refusal
 from core.fleet.record import Recorded, record_result
 from core.fleet.scoring import attempt_figures
+from core.fleet.similar import SimilarBest, op_family, similar_problems
+from core.inspect.service import Inspection, Inspector
 from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
 from core.solution.prepare import PreparedSolution, prepare
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, LlmCall, ProblemRow
+from core.store.model import AttemptRow, LlmCall, NoteRow, ProblemRow
 
 
 def content_hash(solution: dict[str, Any]) -> str:
@@ -53,6 +58,9 @@ class Workbench:
     def should_stop(self) -> bool:
         return self._should_stop()
 
+    def docs_paths(self) -> tuple[str, ...]:
+        return self.fleet.config.llm.docs
+
     def log(self, message: str, kind: str = "log") -> None:
         self.fleet.event(kind, message, agent_id=self.agent.id, problem_id=self.problem_id)
 
@@ -71,12 +79,61 @@ class Workbench:
                 return attempt
         return None
 
+    def facts(self) -> RunFacts:
+        facts = getattr(self.fleet, "facts", None)
+        return facts if facts is not None else facts_from_probe(self.fleet.device, self.fleet.config.fleet.languages)
+
+    def similar_bests(self, limit: int = 5) -> list[SimilarBest]:
+        """The best passing attempts of the problems of this run most like this one (``core.fleet.similar``)."""
+        found = []
+        for other, why in self._similar():
+            best = self.fleet.store.attempt(other.best_attempt_id) if other.best_attempt_id is not None else None
+            if best is not None and best.passed:
+                found.append(SimilarBest(other.id, other.key, best.id, best.speedup, best.sol, best.language, why))
+            if len(found) >= limit:
+                break
+        return found
+
+    def readable_attempt(self, attempt_id: int) -> tuple[AttemptRow, ProblemRow] | None:
+        """An attempt this agent may read, with its problem: any of this problem's, or the best of a similar
+        problem of this run; None for any other."""
+        attempt = self.fleet.store.attempt(attempt_id)
+        if attempt is None:
+            return None
+        if attempt.problem_id == self.problem_id:
+            return attempt, self.row()
+        for other, _ in self._similar():
+            if other.id == attempt.problem_id and other.best_attempt_id == attempt_id:
+                return attempt, other
+        return None
+
+    def _similar(self) -> list[tuple[ProblemRow, str]]:
+        references = {pid: p.definition.reference for pid, p in self.fleet.problems.items()}
+        return similar_problems(self.row(), references, self.fleet.store.problems())
+
+    def family_notes(self, limit: int = 10) -> list[NoteRow]:
+        """The newest notes on the board of this problem's op family, every agent's."""
+        return self.fleet.store.notes(op_family(self.row()), limit=limit)
+
+    def add_note(self, text: str) -> int:
+        family = op_family(self.row())
+        note_id = self.fleet.store.add_note(family, text, agent_id=self.agent.id, problem_id=self.problem_id)
+        self.log(f"note for {family or 'this problem'}: {' '.join(text.split())[:200]}")
+        return note_id
+
+    def _check_language(self, solution: Solution) -> None:
+        refusal = language_refusal(solution.spec.languages[0].value, self.fleet.config.fleet.languages)
+        if refusal is not None:
+            raise SpecError("solution.json", "spec.languages", refusal)
+
     async def build(self, solution: Solution) -> PreparedSolution:
+        self._check_language(solution)
         return await prepare(solution, self.fleet.builds)
 
     async def evaluate(self, solution: Solution, *, workloads: tuple[int, ...] | None = None,
                        parent_id: int | None = None, tunables: dict[str, Any] | None = None,
                        note: str = "") -> AttemptRow:
+        self._check_language(solution)  # before anything is recorded
         self.fleet.budgets.check_evaluation(self.problem_id)
         as_dict = solution_to_dict(solution)
         parent = self.fleet.store.attempt(parent_id) if parent_id is not None else None
@@ -87,6 +144,30 @@ class Workbench:
             content_hash=content_hash(as_dict))
         recorded = await self.fleet.evaluate_attempt(self.problem, attempt_id, solution, workloads)
         return recorded.attempt
+
+    async def inspect(self, instrument: str, solution: Solution, **options: Any) -> Inspection:
+        """Build ``solution`` and run one instrument on it ("profile", "sanitize" or "assembly", with the
+        ``core.inspect.service.Inspector`` method's options); the device time it held counts in the problem's
+        GPU seconds, and one ``tool`` event says what ran, for how long and what came of it."""
+        started = time.monotonic()
+        self._check_language(solution)
+        prepared = await prepare(solution, self.fleet.builds)
+        if not prepared.ok:
+            result = Inspection("the candidate does not build:\n" + (prepared.errors or prepared.log[-3000:]), False)
+        else:
+            inspector = Inspector(getattr(self.fleet.pool, "run_confined", None), device=self.fleet.device,
+                                  timeout_s=self.fleet.config.llm.tool_timeout_s, blob_roots=self.fleet.blob_roots)
+            result = await getattr(inspector, instrument)(self.problem, prepared, **options)
+        if result.device_seconds:
+            self.fleet.activity.setdefault(self.problem_id, deque()).append(
+                (time.time(), result.device_seconds, 0.0))
+        detail = ", ".join(f"{k} {v}" for k, v in options.items() if k in ("workload", "tool", "form", "kernel")
+                           and v is not None)
+        self.log(f"{instrument}{f' ({detail})' if detail else ''}: {result.instrument or 'no instrument'}, "
+                 f"{'figures' if result.ok else 'no figures'}, {time.monotonic() - started:.1f} s"
+                 + (f" ({result.device_seconds:.1f} s on the device)" if result.device_seconds else "")
+                 + f", {len(result.text)} characters", kind="tool")
+        return result
 
 
 async def run_evaluation(fleet, problem: Problem, solution: Solution,

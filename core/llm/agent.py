@@ -107,7 +107,8 @@ class LlmAgent:
         best = bench.best()
         workspace = Workspace.from_solution(best.solution if best is not None else None)
         toolbox = Toolbox(bench, workspace, author=bench.agent.name or "llm",
-                          parent_id=best.id if best is not None else None)
+                          parent_id=best.id if best is not None else None,
+                          device_tools_per_turn=cfg.device_tools_per_turn)
         messages = self._opening(bench, best, workspace, mode)
         failures = idle = 0
         for _ in range(cfg.max_steps):
@@ -178,9 +179,11 @@ class LlmAgent:
 
     def _opening(self, bench: Workbench, best: AttemptRow | None, workspace: Workspace,
                  mode: str) -> list[dict[str, Any]]:
-        brief = problem_brief(bench.problem, bench.row(), best, bench.attempts(limit=NOTES),
-                              agent_id=bench.agent.id, spec=workspace.spec, files=list(workspace.files),
-                              sources=workspace.files)
+        brief = problem_brief(bench.problem, bench.row(), best, bench.attempts(), agent_id=bench.agent.id,
+                              spec=workspace.spec, files=list(workspace.files), sources=workspace.files,
+                              facts=bench.facts(), similar=bench.similar_bests(), notes=bench.family_notes(),
+                              plateau_attempts=self.config.planner.plateau_attempts, tool_hints=mode == "tools",
+                              max_notes=NOTES)
         task = ("Write a correct candidate that is faster than the current best (or than the reference if there is "
                 "none), starting from the workspace above.")
         return [{"role": "system", "content": system_prompt(mode, self.cfg)},

@@ -41,6 +41,9 @@ class Tool:
     required: tuple[str, ...] = ()
     # Whether the tool runs candidate code on a device (it waits for the GPU; its seconds count as GPU time).
     uses_device: bool = False
+    # Whether the toolbox records each call as a "tool" event (the instruments record their own, with device time;
+    # workspace edits are not worth one).
+    logged: bool = True
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {

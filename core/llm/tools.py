@@ -8,15 +8,18 @@ problem that covered the same workloads is not evaluated again: the result names
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 from core.errors import SpecError
 from core.fleet.agent import Workbench
+from core.fleet.facts import language_refusal
 from core.solution.io import parse_solution
 from core.solution.schema import Solution
 from core.solution.tunables import TUNABLES_MODULE_FILE
@@ -142,6 +145,7 @@ async def _read_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
 
 
 async def _set_spec(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    box.check_language(args.get("language"))
     return ToolResult(box.workspace.set_spec(args.get("language"), args.get("entry_point"),
                                              args.get("destination_passing_style", True)))
 
@@ -159,7 +163,8 @@ async def _finish(box: Toolbox, args: dict[str, Any]) -> ToolResult:
     return await box.finish(note if isinstance(note, str) else "")
 
 
-WORKSPACE_TOOLS: tuple[Tool, ...] = (
+# Edits and evaluations: their results are attempts and log lines of their own, not tool events.
+WORKSPACE_TOOLS: tuple[Tool, ...] = tuple(dataclasses.replace(tool, logged=False) for tool in (
     Tool("write_file", "Create or replace a file of your candidate (a relative path). Writing solution.json sets the "
                        "spec from its `spec` object.", _write_file,
          {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")),
@@ -174,7 +179,7 @@ WORKSPACE_TOOLS: tuple[Tool, ...] = (
          {"workloads": {"type": "array", "items": {"type": "integer"}}}),
     Tool("finish", "Submit the candidate for a full evaluation and end your turn, with a short note on what you did "
                    "and learned (other agents read it).", _finish, {"note": {"type": "string"}}, ("note",)),
-)
+))
 
 
 def verdict_line(attempt: AttemptRow) -> str:
@@ -235,17 +240,34 @@ def syntax_errors(files: dict[str, str]) -> list[str]:
 class Toolbox:
     """Runs the model's tool calls against a workspace and a Workbench."""
 
-    def __init__(self, bench: Workbench, workspace: Workspace, *, author: str, parent_id: int | None = None):
+    def __init__(self, bench: Workbench, workspace: Workspace, *, author: str, parent_id: int | None = None,
+                 device_tools_per_turn: int = 6):
         self.bench = bench
         self.workspace = workspace
         self.author = author
         self.parent_id = parent_id
         self.candidates = 0
+        self.device_tools = 0  # instrument runs that held a device, this turn
+        self.device_tools_per_turn = device_tools_per_turn
+        self.notes_written = 0  # by the note tool, this turn
+
+    def check_language(self, language: Any) -> None:
+        """WorkspaceError naming the allowed languages when ``language`` is not one this run allows."""
+        refusal = language_refusal(language, self.bench.facts().languages) if isinstance(language, str) else None
+        if refusal is not None:
+            raise WorkspaceError(refusal)
 
     def _solution(self) -> Solution:
+        languages = self.workspace.spec.get("languages")
+        if isinstance(languages, list) and languages:
+            self.check_language(languages[0])
         self.candidates += 1
         return self.workspace.solution(f"{self.author}_{self.bench.problem.name}_{self.candidates}",
                                        self.bench.problem.name, self.author)
+
+    def candidate_solution(self) -> Solution:
+        """The workspace as a Solution for a tool to build or run (WorkspaceError/SpecError when it is not one)."""
+        return self._solution()
 
     async def call(self, name: str, args: dict[str, Any]) -> ToolResult:
         tools = registry()
@@ -253,8 +275,14 @@ class Toolbox:
         if tool is None:
             return ToolResult(f"error: no tool {name!r} (tools: {', '.join(sorted(tools))})",
                               failure=f"malformed tool call: unknown tool {name!r}")
+        started = time.monotonic()
         try:
-            return await tool.run(self, args)
+            result = await tool.run(self, args)
+            if tool.logged:
+                shown = ", ".join(f"{k} {_clip(' '.join(str(v).split()), 60)}" for k, v in args.items())
+                self.bench.log(f"{name}{f' ({shown})' if shown else ''}: {time.monotonic() - started:.1f} s, "
+                               f"{len(result.text)} characters", kind="tool")
+            return result
         except ToolRefused as exc:
             failure = "no files" if str(exc).startswith("no files") else f"malformed tool call: {name}: {exc}"
             return ToolResult(f"error: {exc}", failure=failure)
@@ -319,7 +347,12 @@ class Toolbox:
 @functools.cache
 def registry() -> dict[str, Tool]:
     """Every tool the agent offers, by name: the workspace's and those of the other tool modules."""
-    groups = [WORKSPACE_TOOLS]
+    from core.llm.docs_tool import TOOLS as DOCS_TOOLS
+    from core.llm.knowledge import TOOLS as KNOWLEDGE_TOOLS
+
+    from core.llm.inspect_tools import TOOLS as INSPECT_TOOLS
+
+    groups = [WORKSPACE_TOOLS, INSPECT_TOOLS, DOCS_TOOLS, KNOWLEDGE_TOOLS]
     return {tool.name: tool for group in groups for tool in group}
 
 

@@ -21,6 +21,7 @@ class SolModel:
     gpu: str = ""
     # index -> inputs charged only in part, because some of their elements cannot reach an output (e.g. masked)
     reduced: dict[int, str] = field(default_factory=dict)
+    bound: dict[int, str] = field(default_factory=dict)  # index -> "memory", "compute" or "floor" (SolTime.bound)
 
     def note(self, index: int) -> str:
         return self.unavailable or self.notes.get(index, "")
@@ -59,7 +60,9 @@ def speed_of_light(problem: Problem, indices: list[int], device: str, gpu_name: 
             model.notes[index] = f"T_sol unavailable: {count.method}"
             continue
         try:
-            model.t_sol_ms[index] = t_sol(count, spec).t_sol_s * 1e3
+            priced = t_sol(count, spec)
+            model.t_sol_ms[index] = priced.t_sol_s * 1e3
+            model.bound[index] = priced.bound
             partial = {name: f for name, f in count.relevant_fraction.items() if f < 1.0}
             if partial:
                 model.reduced[index] = ", ".join(f"{name} {f:.2f}" for name, f in sorted(partial.items()))

@@ -32,6 +32,7 @@ class WorkloadInfo:
     compiled_ms: float | None = None
     compile_reason: str = ""  # why torch.compile has no time: failed, abandoned, mismatched, skipped
     timing_method: str = ""  # how T_b was timed (says "host-bound" when no lead could cover the launch)
+    bound: str = ""  # what bounds T_sol: "memory", "compute" or "floor" (the fixed latency); "" not known
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,20 @@ class EventRow:
 
 
 @dataclass(frozen=True)
+class NoteRow:
+    """A short finding an agent recorded on the notes board of an op family."""
+
+    id: int
+    ts: float
+    family: str
+    agent_id: int | None
+    problem_id: int | None
+    text: str
+    agent_name: str = ""
+    problem_key: str = ""
+
+
+@dataclass(frozen=True)
 class ControlRow:
     id: int
     ts: float
@@ -224,6 +239,11 @@ def llm_call_from_row(r) -> LlmCallRow:
 
 def event_from_row(r) -> EventRow:
     return EventRow(r["id"], r["ts"], r["kind"], r["agent_id"], r["problem_id"], r["message"])
+
+
+def note_from_row(r) -> NoteRow:
+    return NoteRow(r["id"], r["ts"], r["family"], r["agent_id"], r["problem_id"], r["text"], r["agent_name"] or "",
+                   r["problem_key"] or "")
 
 
 def control_from_row(r) -> ControlRow:

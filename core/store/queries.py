@@ -84,6 +84,15 @@ class Queries:
             "SELECT * FROM attempts WHERE problem_id = ? AND content_hash = ? AND state = 'done' ORDER BY id",
             (problem_id, content_hash))]
 
+    def notes(self, family: str | None = None, *, limit: int = 20) -> list[model.NoteRow]:
+        """The newest ``limit`` notes (of one op family, if given), oldest first, with who wrote them where."""
+        where, args = ("WHERE n.family = ?", [family]) if family is not None else ("", [])
+        rows = self.conn.execute(
+            "SELECT n.*, a.name AS agent_name, p.key AS problem_key FROM notes n LEFT JOIN agents a ON a.id = "
+            f"n.agent_id LEFT JOIN problems p ON p.id = n.problem_id {where} ORDER BY n.id DESC LIMIT ?",
+            [*args, int(limit)]).fetchall()
+        return [model.note_from_row(r) for r in reversed(rows)]
+
     def llm_calls(self, *, agent_id: int | None = None, problem_id: int | None = None, since_id: int = 0,
                   limit: int | None = None) -> list[model.LlmCallRow]:
         """Model calls in the order they returned (the newest ``limit`` of them, oldest first)."""

@@ -149,6 +149,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
     CREATE INDEX attempts_by_content ON attempts(problem_id, content_hash);
     """,
+    # 3: the notes board: short findings agents record, shown to agents on problems of the same op family.
+    """
+    CREATE TABLE notes (
+        id INTEGER PRIMARY KEY,
+        ts REAL NOT NULL,
+        family TEXT NOT NULL,
+        agent_id INTEGER REFERENCES agents(id),
+        problem_id INTEGER REFERENCES problems(id),
+        text TEXT NOT NULL
+    );
+    CREATE INDEX notes_by_family ON notes(family, id);
+    """,
 )
 
 

@@ -17,6 +17,7 @@ from core.store.schema import DB_NAME, migrate
 _PROBLEM_FIELDS = {"op", "priority", "paused", "pinned", "status", "best_attempt_id", "best_speedup", "best_sol",
                    "seed_attempt_id", "seed_speedup", "seed_sol", "attempts", "failures_in_row", "since_improvement",
                    "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at"}
+MAX_NOTE_CHARS = 500
 _AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model"}
 
 
@@ -190,6 +191,13 @@ class RunStore(Queries):
                         self.conn.execute(f"UPDATE {table} SET tokens = tokens + ?, dollars = dollars + ? "
                                           "WHERE id = ?", (call.tokens, call.dollars, row_id))
         return call_id
+
+    # ---------------------------------------------------------------- the notes board
+
+    def add_note(self, family: str, text: str, *, agent_id: int | None = None, problem_id: int | None = None) -> int:
+        """Record a short finding on ``family``'s board (cut to MAX_NOTE_CHARS)."""
+        return self._insert("notes", {"ts": time.time(), "family": family, "agent_id": agent_id,
+                                      "problem_id": problem_id, "text": text[:MAX_NOTE_CHARS]})
 
     # ---------------------------------------------------------------- events, controls, metrics
 

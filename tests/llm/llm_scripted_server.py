@@ -69,7 +69,8 @@ class ScriptedServer:
         self.script = list(script)
         self.reject_tools = reject_tools
         self.forever = forever
-        # {"body": ..., "bytes": size of the body, "authorization": ..., "step": index, "rejected" or "forever"}
+        # {"body": ..., "bytes": size of the body, "authorization": ..., "at": time.monotonic() on arrival,
+        #  "step": index, "rejected" or "forever"}
         self.requests: list[dict[str, Any]] = []
         self.closing = threading.Event()
         self._lock = threading.Lock()
@@ -127,7 +128,7 @@ class ScriptedServer:
 
     def _take(self, body: dict, size: int, authorization: str | None) -> Step | None:
         with self._lock:
-            record = {"body": body, "bytes": size, "authorization": authorization}
+            record = {"body": body, "bytes": size, "authorization": authorization, "at": time.monotonic()}
             if self.reject_tools and body.get("tools"):
                 self.requests.append({**record, "step": "rejected"})
                 return error(400, "tools are not supported by this server (no tool parser)")

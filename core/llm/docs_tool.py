@@ -1,0 +1,49 @@
+"""The ``docs`` tool: search the documentation of the installed kernel libraries, the protocol and the run's
+``[docs] paths`` folders by keyword, and read one entry in full (see ``core.docs``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from core.docs.library import DEFAULT_RESULTS, MAX_RESULTS, READ_CHARS, SOURCE_NAMES, DocsError, DocsLibrary, \
+    shared_library
+from core.llm.toolkit import Tool, ToolRefused, ToolResult
+
+if TYPE_CHECKING:
+    from core.llm.tools import Toolbox
+
+
+async def library_for(box: Toolbox) -> DocsLibrary:
+    """The process's documentation library for the run's folders, built off the event loop on first use."""
+    folders = tuple(box.bench.docs_paths())
+    return await anyio.to_thread.run_sync(shared_library, folders)
+
+
+async def _docs(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    query, read = args.get("query"), args.get("read")
+    if (query is None) == (read is None):
+        raise ToolRefused("give either query (keywords to search) or read (a path from a search result)")
+    library = await library_for(box)
+    try:
+        if read is not None:
+            return ToolResult(library.read_text(read, args.get("offset", 0)))
+        return ToolResult(library.search_text(query, source=args.get("source"),
+                                              limit=args.get("limit", DEFAULT_RESULTS)))
+    except DocsError as exc:
+        raise ToolRefused(str(exc)) from None
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("docs", "Search documentation by keywords: the API of the kernel libraries installed here (CuTe DSL, "
+                 "Triton, torch.cuda, torch.utils.cpp_extension, torch.library and more, from their sources), the "
+                 "kernelfleet protocol and the run's documentation folders. `query` returns ranked entries, each "
+                 "with a path; `read` with one of those paths returns that entry in full (an API entry with its "
+                 f"source code), {READ_CHARS} characters from `offset`.", _docs,
+         {"query": {"type": "string", "description": "keywords, e.g. 'tiled copy' or 'cuda stream synchronize'"},
+          "read": {"type": "string", "description": "a path exactly as a search result shows it"},
+          "offset": {"type": "integer", "description": "where to start reading (the previous reading says)"},
+          "source": {"type": "string", "enum": list(SOURCE_NAMES), "description": "search only this source"},
+          "limit": {"type": "integer", "description": f"results, 1 to {MAX_RESULTS} (default {DEFAULT_RESULTS})"}}),
+)

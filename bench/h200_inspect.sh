@@ -5,7 +5,7 @@
 #   bench/h200_inspect.sh run     # carry .cute-b: installs CuTe DSL and the wheels, runs the GPU tests of the
 #                                 # instruments, the scripted-model bench of every tool, and the docs check
 # Results go to $OUT (default ./h200-out).
-set -uo pipefail
+set -o pipefail
 OUT=${OUT:-./h200-out}
 mkdir -p "$OUT"
 case ${1:-} in

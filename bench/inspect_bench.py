@@ -45,7 +45,7 @@ def script(first_hit_path: str | None = None):
         ("sanitize (memcheck)", call("sanitize", {"workload": 0})),
         ("docs query", call("docs", {"query": "tiled copy"})),
         ("attempt", call("attempt", {"id": 1})),
-        ("note", call("note", {"text": "rmsnorm seed: v2 loads, DRAM-bound on large rows"})),
+        ("note", call("note", {"text": "rmsnorm seed: DRAM-bound on large rows; its row loads compile to 32-bit LDG, not 128-bit"})),
     ]
     return steps, [tools(c) for _, c in steps] + [text("FINISH: looked at every instrument")]
 

@@ -95,7 +95,10 @@ def render(report: SanitizerReport, limit: int = 12) -> str:
         head = f"compute-sanitizer {report.tool}: {report.errors} error(s)"
     if not report.findings:
         return head + ("" if report.errors else "; no finding in the candidate's call")
-    lines = [head + f", {len(report.findings)} distinct finding(s):"]
+    printed = sum(f.count for f in report.findings)
+    lines = [head + f", {len(report.findings)} distinct finding(s)"
+             + (f" (counts below are of the first {PRINT_LIMIT} reports printed)" if printed >= PRINT_LIMIT else "")
+             + ":"]
     for f in report.findings[:limit]:
         where = f" at {f.where}" if f.where else " (no line information)"
         lines.append(f"- {f.what} in {f.kernel}{where}" + (f", {f.count} threads" if f.count > 1 else ""))

@@ -1,0 +1,64 @@
+"""The instruments' process on the CPU device: a hanging candidate is stopped at the tool's timeout with its whole
+process group, a raising one is reported in one line, and the pool's device is free again afterwards."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from core.evaluate.pool import EvaluationPool
+from core.inspect.service import Inspector
+from core.problem import load_problems
+from core.solution.io import parse_solution
+from core.solution.prepare import prepare
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
+from llm_fleet_helpers import GOOD_MAIN, write_problem  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+HANGING = '''import time
+
+
+def run(x, w, out):
+    while True:
+        time.sleep(1)
+'''
+RAISING = '''def run(x, w, out):
+    raise ValueError("no kernel for this shape")
+'''
+
+
+def _solution(problem, main: str):
+    return parse_solution({"name": "c", "definition": problem.name, "author": "t",
+                           "spec": {"languages": ["pytorch"], "target_hardware": ["LOCAL"],
+                                    "entry_point": "main.py::run", "destination_passing_style": True},
+                           "sources": [{"path": "main.py", "content": main}]})
+
+
+def test_hanging_and_raising_candidates_under_the_profiler(tmp_path):
+    write_problem(tmp_path / "problems")
+    problem = load_problems([str(tmp_path / "problems")]).problems[0]
+
+    async def main():
+        async with EvaluationPool("cpu", spare=False, readable=[str(tmp_path)]) as pool:
+            inspector = Inspector(pool.run_confined, device="cpu", timeout_s=8)
+            results = {}
+            for name, source in (("hanging", HANGING), ("raising", RAISING), ("good", GOOD_MAIN)):
+                prepared = await prepare(_solution(problem, source))
+                started = time.monotonic()
+                results[name] = (await inspector.profile(problem, prepared, 0), time.monotonic() - started)
+            return results, pool.usage
+
+    results, usage = anyio.run(main)
+    hanging, seconds = results["hanging"]
+    assert "the torch profiler did not finish within 8 s; stopped" in hanging.text and seconds < 20
+    raising, _ = results["raising"]
+    assert "the candidate failed: ValueError: no kernel for this shape (main.py:2)" in raising.text
+    good, _ = results["good"]
+    assert "aten::mul" in good.text  # the device was given back after the hang
+    assert usage.busy_s >= 8

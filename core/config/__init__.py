@@ -8,8 +8,10 @@ from core.config.schema import (
     FleetSection,
     GpuConfig,
     LlmConfig,
+    ModelProfile,
     PlannerConfig,
     TunerConfig,
+    model_profiles,
 )
 
 __all__ = [
@@ -20,9 +22,11 @@ __all__ = [
     "FleetSection",
     "GpuConfig",
     "LlmConfig",
+    "ModelProfile",
     "PlannerConfig",
     "TunerConfig",
     "config_to_dict",
     "load_config",
+    "model_profiles",
     "parse_config",
 ]

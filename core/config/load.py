@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import Field, fields, replace
@@ -14,11 +15,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from core.config.schema import FleetConfig
+from core.config.schema import PROFILE_KEYS, FleetConfig, LlmConfig, ModelProfile
 
 # An API key pasted where the variable's name belongs.
 _KEY_PREFIX = "sk-"
 _MAX_ENV_NAME = 64
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _KINDS = {bool: ("true or false", "booleans"), int: ("an integer", "integers"), float: ("a number", "numbers"),
           str: ("a string", "strings")}
 
@@ -68,16 +70,29 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> FleetConf
         if name not in sections:
             raise ConfigError(source, str(name), _unknown_section(str(name)))
         built[name] = _parse_section(hints[name], name, table, source)
-    return FleetConfig(**built)
+    cfg = FleetConfig(**built)
+    _check_profile_names(cfg, source)
+    return cfg
+
+
+def _check_profile_names(cfg: FleetConfig, source: str) -> None:
+    names = [p.name for p in cfg.llm.profiles]
+    for key, name in (("planner.llm_profile", cfg.planner.llm_profile), ("review.profile", cfg.review.profile)):
+        if name and name not in names:
+            raise ConfigError(source, key, f"no model profile {name!r}; profiles: "
+                                           + (", ".join(names) or "none ([llm.profiles.NAME] tables)"))
 
 
 def config_to_dict(cfg: FleetConfig) -> dict[str, dict[str, Any]]:
     """Plain JSON-ready data (tuples as lists) that ``parse_config`` turns back into an equal config."""
-    return {
+    data = {
         name: {key: list(value) if isinstance(value, tuple) else value
                for key in _fields(type(section)) for value in [getattr(section, key)]}
         for name in _fields(FleetConfig) for section in [getattr(cfg, name)]
     }
+    data["llm"]["profiles"] = {p.name: {**{key: getattr(p.llm, key) for key in PROFILE_KEYS}, "rank": p.rank}
+                               for p in cfg.llm.profiles}
+    return data
 
 
 def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
@@ -86,13 +101,19 @@ def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
     known = _fields(cls)
     hints = _hints(cls)
     values = {}
+    profiles = None
     for key, value in table.items():
         if key not in known:
             raise ConfigError(source, f"{section}.{key}", _unknown_key(section, str(key)))
+        if cls is LlmConfig and key == "profiles":
+            profiles = value  # after the other keys: a profile takes from them what it leaves out
+            continue
         values[key] = _check(value, hints[key], known[key], f"{section}.{key}", source)
     parsed = cls(**values)
     if section == "llm":
         _check_env_name(parsed.api_key_env, source)
+        if profiles is not None:
+            parsed = replace(parsed, profiles=_parse_profiles(profiles, parsed, source))
     if section == "fleet" and parsed.tuner_agents + parsed.llm_agents < 1:
         raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
                                            f"{parsed.tuner_agents} + {parsed.llm_agents}")
@@ -113,7 +134,9 @@ def _resolve_docs(cfg: FleetConfig, base: Path, source: str) -> FleetConfig:
         folders.append(str(resolved))
     if not folders:
         return cfg
-    return replace(cfg, llm=replace(cfg.llm, docs=tuple(dict.fromkeys(folders))))
+    docs = tuple(dict.fromkeys(folders))
+    profiles = tuple(replace(p, llm=replace(p.llm, docs=docs)) for p in cfg.llm.profiles)
+    return replace(cfg, llm=replace(cfg.llm, docs=docs, profiles=profiles))
 
 
 def _check(value: Any, tp: Any, spec: Field, key: str, source: str) -> Any:
@@ -157,11 +180,42 @@ def _check_scalar(value: Any, tp: type, meta: Mapping[str, Any], key: str, sourc
     return float(value) if tp is float else value
 
 
-def _check_env_name(name: str, source: str) -> None:
+def _parse_profiles(tables: Any, base: LlmConfig, source: str) -> tuple[ModelProfile, ...]:
+    """``[llm.profiles.NAME]`` tables, in file order: each is ``base`` with the profile's PROFILE_KEYS in place."""
+    if not isinstance(tables, Mapping):
+        raise ConfigError(source, "llm.profiles", f"must be tables of model profiles ([llm.profiles.NAME]), got "
+                                                  f"{_show(tables)}")
+    known, hints = _fields(LlmConfig), _hints(LlmConfig)
+    profiles = []
+    for name, table in tables.items():
+        where = f"llm.profiles.{name}"
+        if not _PROFILE_NAME.fullmatch(name):
+            raise ConfigError(source, where, "a profile's name is 1 to 32 letters, digits, '_' or '-'")
+        if not isinstance(table, Mapping):
+            raise ConfigError(source, where, f"must be a table ([{where}]), got {_show(table)}")
+        values, rank = {}, 0
+        for key, value in table.items():
+            if key == "rank":
+                rank = _check(value, int, _fields(ModelProfile)["rank"], f"{where}.rank", source)
+            elif key in PROFILE_KEYS:
+                values[key] = _check(value, hints[key], known[key], f"{where}.{key}", source)
+            elif key in known:
+                raise ConfigError(source, f"{where}.{key}", "not a profile key: set it in [llm], for every profile")
+            else:
+                close = difflib.get_close_matches(str(key), [*PROFILE_KEYS, "rank"], n=1)
+                raise ConfigError(source, f"{where}.{key}", f"unknown key, did you mean '{close[0]}'?" if close else
+                                  "unknown key; a profile may set: " + ", ".join([*PROFILE_KEYS, "rank"]))
+        if "api_key_env" in values:
+            _check_env_name(values["api_key_env"], source, f"{where}.api_key_env")
+        profiles.append(ModelProfile(name, replace(base, **values, profiles=()), rank))
+    return tuple(profiles)
+
+
+def _check_env_name(name: str, source: str, key: str = "llm.api_key_env") -> None:
     # Never echo the value: it may be a real key.
     if name.startswith(_KEY_PREFIX) or len(name) > _MAX_ENV_NAME:
-        raise ConfigError(source, "llm.api_key_env", "looks like an API key; give the name of the environment "
-                                                     "variable that holds the key (e.g. OPENAI_API_KEY), not the key")
+        raise ConfigError(source, key, "looks like an API key; give the name of the environment "
+                                       "variable that holds the key (e.g. OPENAI_API_KEY), not the key")
 
 
 def _describe(tp: type, meta: Mapping[str, Any]) -> str:

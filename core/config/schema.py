@@ -13,6 +13,7 @@ LANGUAGES = ("cuda_cpp", "triton", "pytorch", "cute_dsl")
 DEVICES = ("cuda", "cpu")
 TOOL_CALLING = ("auto", "tools", "text")
 TIMINGS = ("default", "quick")
+PLANNER_MODES = ("rules", "llm")
 
 
 def setting(
@@ -66,6 +67,37 @@ class LlmConfig:
     # Folders of documentation (.md, .rst, .txt, .html, .py) the agents' ``docs`` tool searches, besides the
     # installed kernel libraries and the protocol. A relative path is taken from the config file's folder.
     docs: tuple[str, ...] = setting((), unique=True)
+    # Model profiles ([llm.profiles.NAME]): each is these keys with its own PROFILE_KEYS in place. None: the keys
+    # above are the one profile, DEFAULT_PROFILE.
+    profiles: tuple[ModelProfile, ...] = ()
+
+
+# The [llm] keys a model profile may set; what it leaves out is the [llm] value.
+PROFILE_KEYS = ("base_url", "model", "api_key_env", "concurrency", "temperature", "max_tokens", "context_tokens",
+                "timeout_s", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "tool_calling",
+                "unavailable_s")
+DEFAULT_PROFILE = "default"
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """One model the LLM agents may use: its name, the run's [llm] settings with the profile's own keys in place
+    (``llm.profiles`` is empty), and its rank: a plateaued problem is escalated to the highest-ranked profile."""
+
+    name: str
+    llm: LlmConfig
+    rank: int = setting(0, min=0)
+
+
+def model_profiles(llm: LlmConfig) -> tuple[ModelProfile, ...]:
+    """The run's profiles in config order: those configured, else the [llm] keys as DEFAULT_PROFILE."""
+    return llm.profiles or (ModelProfile(DEFAULT_PROFILE, llm),)
+
+
+def profile_llm(llm: LlmConfig, name: str) -> LlmConfig:
+    """The settings of the profile ``name`` (the config checks it exists); the [llm] settings when ``name`` is
+    empty or not a profile."""
+    return next((p.llm for p in llm.profiles if name and p.name == name), llm)
 
 
 @dataclass(frozen=True)
@@ -113,6 +145,23 @@ class PlannerConfig:
     # A problem is plateaued after this many attempts without a best-SOL gain of at least plateau_min_gain.
     plateau_attempts: int = setting(12, min=1)
     plateau_min_gain: float = setting(0.01, min=0)
+    # With several model profiles: at most one LLM agent changes profile every profile_switch_s, towards the
+    # profile whose SOL gain per dollar (per GPU-second where a profile is unpriced) is highest, judged once each
+    # profile's agents made profile_min_attempts attempts; a switch never leaves a profile under profile_floor agents
+    # (when there are enough agents for every profile's floor). core.planner.profiles has the rules.
+    profile_switch_s: float = setting(30.0, gt=0)
+    profile_min_attempts: int = setting(4, min=1)
+    profile_floor: int = setting(1, min=0)
+    # A plateaued problem gets one turn of an agent on the highest-ranked profile (where the ranks differ).
+    escalate_plateaued: bool = setting(True)
+    # "rules": the rules above alone. "llm": besides, every llm_interval_s a model (the [llm] endpoint) reads the
+    # fleet's figures and proposes controls (priority, pins, pauses), at most llm_max_actions a round; the rules
+    # still run every tick and enforce the budgets.
+    mode: str = setting("rules", choices=PLANNER_MODES)
+    llm_interval_s: float = setting(180.0, gt=0)
+    llm_max_actions: int = setting(5, min=1)
+    # The planner model's profile ([llm.profiles.NAME]); empty: the [llm] settings.
+    llm_profile: str = setting("")
 
 
 @dataclass(frozen=True)
@@ -134,6 +183,17 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class ReviewConfig:
+    """A second, cheaper model that approves or rejects each new LLM candidate, with a reason, before it is
+    evaluated; a rejected one is recorded as a REJECTED attempt and never reaches a device."""
+
+    enabled: bool = setting(False)
+    # A model profile's name ([llm.profiles.NAME]), e.g. a cheaper model; empty: the [llm] settings.
+    profile: str = setting("")
+    max_tokens: int = setting(512, min=16)
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     llm: LlmConfig = field(default_factory=LlmConfig)
     fleet: FleetSection = field(default_factory=FleetSection)
@@ -142,3 +202,4 @@ class FleetConfig:
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     tuner: TunerConfig = field(default_factory=TunerConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    review: ReviewConfig = field(default_factory=ReviewConfig)

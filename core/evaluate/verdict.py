@@ -18,6 +18,7 @@ class Status(str, Enum):
     REWARD_HACK = "REWARD_HACK"
     INVALID_REFERENCE = "INVALID_REFERENCE"
     UNAVAILABLE = "UNAVAILABLE"  # the workload cannot be built here (e.g. its safetensors blob is absent)
+    REJECTED = "REJECTED"  # refused by the run's reviewer model before any build or evaluation
 
 
 @dataclass(frozen=True)

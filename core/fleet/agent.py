@@ -13,12 +13,13 @@ from enum import Enum
 from typing import Any, Protocol
 
 from core.fleet.facts import RunFacts
+from core.fleet.frontier import StartingChoice
 from core.fleet.similar import SimilarBest
 from core.inspect.service import Inspection
 from core.problem.schema import Problem
 from core.solution.prepare import PreparedSolution
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, LlmCall, NoteRow, ProblemRow
+from core.store.model import AttemptRow, FrontierMember, LlmCall, NoteRow, ProblemRow
 
 
 class WorkOutcome(str, Enum):
@@ -33,6 +34,7 @@ class AgentIdentity:
     name: str
     kind: str
     model: str = ""
+    profile: str = ""  # the model profile of this turn (LLM agents)
 
 
 class Workbench(Protocol):
@@ -45,6 +47,15 @@ class Workbench(Protocol):
     def best(self) -> AttemptRow | None: ...
 
     def attempts(self, limit: int | None = None) -> list[AttemptRow]: ...
+
+    def frontier(self) -> tuple[FrontierMember, ...]:
+        """The problem's per-workload frontier (``core.fleet.frontier``)."""
+        ...
+
+    def starting_point(self) -> tuple[AttemptRow, StartingChoice] | None:
+        """The frontier member to start from, with the rule's reason; the best without a frontier; None before any
+        passing attempt."""
+        ...
 
     def facts(self) -> RunFacts:
         """The machine and the run (gathered once per run start)."""

@@ -23,7 +23,7 @@ class BudgetSpent(Exception):
 
 @dataclass(frozen=True)
 class Reservation:
-    problem_id: int
+    problem_id: int | None
     tokens: int
     dollars: float
 
@@ -49,9 +49,9 @@ class Budgets:
         self._ids = itertools.count()
 
     @contextmanager
-    def model_call(self, problem_id: int, tokens: int, dollars: float) -> Iterator[None]:
+    def model_call(self, problem_id: int | None, tokens: int, dollars: float) -> Iterator[None]:
         """Hold ``tokens`` and ``dollars`` for a call on ``problem_id`` while it is in flight; BudgetSpent first if
-        they would pass a problem or run budget."""
+        they would pass a problem or run budget. A call on no problem (the planner's) counts against the run's."""
         self.check_model_call(problem_id, tokens, dollars)
         key = next(self._ids)
         self._reserved[key] = Reservation(problem_id, tokens, dollars)
@@ -60,16 +60,20 @@ class Budgets:
         finally:
             del self._reserved[key]
 
-    def check_model_call(self, problem_id: int, tokens: int, dollars: float) -> None:
+    def check_model_call(self, problem_id: int | None, tokens: int, dollars: float) -> None:
         b = self.budgets
         if not (b.problem_tokens or b.problem_dollars or b.run_tokens or b.run_dollars):
             return
-        row = self.store.problem(problem_id)
         run_tokens, run_dollars = self.store.llm_spent()
-        here = [r for r in self._reserved.values() if r.problem_id == problem_id]
+        problem_limits = ()
+        if problem_id is not None:
+            row = self.store.problem(problem_id)
+            here = [r for r in self._reserved.values() if r.problem_id == problem_id]
+            problem_limits = (
+                _Limit("the problem's", "token", b.problem_tokens, row.tokens, sum(r.tokens for r in here)),
+                _Limit("the problem's", "dollar", b.problem_dollars, row.dollars, sum(r.dollars for r in here)))
         limits = (
-            _Limit("the problem's", "token", b.problem_tokens, row.tokens, sum(r.tokens for r in here)),
-            _Limit("the problem's", "dollar", b.problem_dollars, row.dollars, sum(r.dollars for r in here)),
+            *problem_limits,
             _Limit("the run's", "token", b.run_tokens, run_tokens, sum(r.tokens for r in self._reserved.values())),
             _Limit("the run's", "dollar", b.run_dollars, run_dollars,
                    sum(r.dollars for r in self._reserved.values())),

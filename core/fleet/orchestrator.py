@@ -22,18 +22,21 @@ from typing import Any
 import anyio
 
 from core.build import BuildService
-from core.config import FleetConfig, config_to_dict, parse_config
+from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
 from core.evaluate import EvaluationPool, TimingPolicy
 from core.evaluate.baseline import METHOD_COMPILED
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
 from core.fleet.budget import Budgets, BudgetSpent
+from core.fleet.composite import CompositeError, compose
 from core.fleet.facts import RunFacts, gather_facts
 from core.fleet.gpus import detect_gpus
 from core.fleet.seeds import pick_seed
 from core.fleet.tuner import TunerAgent
 from core.fleet.workbench import Workbench, content_hash, finish, run_evaluation
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
+from core.planner.profiles import choose_escalation, choose_switch, profile_specs, round_robin
+from core.store.controls import COMMANDS
 from core.problem import load_problems
 from core.problem.schema import Problem
 from core.secrets import redact, take_secrets
@@ -94,6 +97,16 @@ class Fleet:
         self._names: dict[int, str] = {}
         self._keys: dict[int, str] = {}
         self._started = time.time()
+        self.profiles = {p.name: p for p in model_profiles(self.config.llm)}  # the LLM agents' model profiles
+        self.profile_of: dict[int, str] = {}  # LLM agent id -> its profile now
+        self.holds: dict[int, int] = {}  # agent id -> the plateaued problem it has one escalated turn on
+        self.escalated: set[int] = set()  # problems escalated since this start
+        self._profiles_judged_at = time.monotonic()
+        self._tasks: anyio.abc.TaskGroup | None = None  # the run's task group, where composites are evaluated
+        self.composing: set[int] = set()  # problems whose composite is being built or evaluated
+        self._recompose: set[int] = set()  # problems whose frontier changed while composing
+        self._composites_tried: set[str] = set()  # content hashes of composites begun by this process
+        self._compose_refused: set[tuple[int, ...]] = set()  # frontiers already logged as not composable
 
     # ---------------------------------------------------------------- events
 
@@ -128,7 +141,9 @@ class Fleet:
         elif info is not None:
             raise FleetError(f"{self.run_dir} already holds a run: continue it with --resume, or pick another --run-dir")
         # Before any child process starts (nvidia-smi below, builds, workers): none inherits a secret.
-        take_secrets([self.config.llm.api_key_env, *self.config.llm.secret_env])
+        self.profiles = {p.name: p for p in model_profiles(self.config.llm)}  # the stored config's, on resume
+        take_secrets([self.config.llm.api_key_env, *(p.llm.api_key_env for p in self.profiles.values()),
+                      *self.config.llm.secret_env])
         self.store.redact = redact
         loaded = load_problems(self.problem_paths)
         if loaded.invalid:
@@ -160,9 +175,15 @@ class Fleet:
         kinds = [("tuner", self.config.fleet.tuner_agents), ("llm", self.config.fleet.llm_agents)]
         for kind, count in kinds:
             for n in range(1, count + 1):
-                model = self.config.llm.model if kind == "llm" else "optuna-tpe"
-                agent_id = self.store.add_agent(f"{kind}-{n}", kind, model)
+                profile = round_robin(n, profile_specs(tuple(self.profiles.values()))) if kind == "llm" else ""
+                model = self.profiles[profile].llm.model if kind == "llm" else "optuna-tpe"
+                agent_id = self.store.add_agent(f"{kind}-{n}", kind, model, profile)
                 self._names[agent_id] = f"{kind}-{n}"
+        for n, agent in enumerate((a for a in self.store.agents() if a.kind == "llm"), start=1):
+            # An older store's agents have no profile, and a resumed one keeps its own.
+            profile = agent.profile if agent.profile in self.profiles else \
+                round_robin(n, profile_specs(tuple(self.profiles.values())))
+            self._set_profile(agent.id, profile)
         for agent in self.store.agents():
             if agent.state == "stopped":  # stopped by the last start (its endpoint was down): a new start tries again
                 self.store.update_agent(agent.id, state="idle", problem_id=None)
@@ -196,9 +217,12 @@ class Fleet:
                     self.event("log", pool.core_plan.describe())
                 try:
                     async with anyio.create_task_group() as tg:
+                        self._tasks = tg
                         tg.start_soon(self._gather_facts)
                         tg.start_soon(self._prepare_all)
                         tg.start_soon(self._planner_loop)
+                        if self.config.planner.mode == "llm":
+                            tg.start_soon(self._llm_planner_loop)
                         for agent in self.store.agents():
                             tg.start_soon(self._agent_loop, agent.id, agent.kind)
                 finally:
@@ -280,10 +304,14 @@ class Fleet:
             self.event("log", f"seed from {origin}: {_outcome_line(recorded.attempt)}", problem_id=problem_id)
 
     async def evaluate_attempt(self, problem: Problem, attempt_id: int, solution: Solution,
-                               workloads: tuple[int, ...] | None):
+                               workloads: tuple[int, ...] | None, *, decided: Verdict | None = None):
+        """Evaluate a pending attempt and record the result; ``decided``: a verdict reached before any build (a
+        static check, the reviewer), recorded as it is without an evaluation."""
         problem_id = next(pid for pid, p in self.problems.items() if p is problem)
         row = self.store.problem(problem_id)
-        if self.evaluator is not None:
+        if decided is not None:
+            verdict, build = decided, None
+        elif self.evaluator is not None:
             verdict, build = await self.evaluator(problem, solution, workloads, row.priority)
         else:
             verdict, build = await run_evaluation(self, problem, solution, workloads, priority=row.priority)
@@ -291,29 +319,90 @@ class Fleet:
         self.attempts_done += 1
         attempt = recorded.attempt
         history = self.activity.setdefault(problem_id, deque())
-        # A first result has no predecessor to improve on (gain inf): it is not a rate the planner can compare.
-        gain = recorded.gain if recorded.new_best and math.isfinite(recorded.gain) else 0.0
-        history.append((time.time(), attempt.gpu_seconds, max(gain, 0.0)))
-        agent = self._names.get(attempt.agent_id, "seed")
+        history.append((time.time(), attempt.gpu_seconds, attempt.gain))
+        agent = "composite" if attempt.composite else self._names.get(attempt.agent_id, "seed")
         self.event("attempt", f"attempt {attempt.id} by {agent}: {_outcome_line(attempt)}"
                               + (" — new best" if recorded.new_best else "")
                               + (f" [{attempt.note}]" if attempt.note and attempt.note != "seed" else ""),
                    agent_id=attempt.agent_id, problem_id=problem_id)
+        if attempt.passed and not attempt.composite and self._tasks is not None:
+            if problem_id in self.composing:
+                self._recompose.add(problem_id)
+            else:
+                self.composing.add(problem_id)
+                self._tasks.start_soon(self._compose, problem_id, problem)
         return recorded
+
+    # ---------------------------------------------------------------- composites
+
+    async def _compose(self, problem_id: int, problem: Problem) -> None:
+        """Evaluate the composite of the problem's frontier while the frontier keeps changing under it."""
+        try:
+            while True:
+                self._recompose.discard(problem_id)
+                await self._compose_once(problem_id, problem)
+                if problem_id not in self._recompose:
+                    return
+        except BudgetSpent:
+            return
+        except Exception as exc:  # noqa: BLE001 - a composite that cannot be made costs itself, not the run
+            self.event("log", f"composite failed: {type(exc).__name__}: {str(exc)[:300]}", problem_id=problem_id)
+        finally:
+            self.composing.discard(problem_id)
+
+    async def _compose_once(self, problem_id: int, problem: Problem) -> None:
+        """Evaluate, as an attempt of no agent, the composite of a frontier of two or more members when that
+        content is new; calls of a shape no member leads go to the fastest full member."""
+        row = self.store.problem(problem_id)
+        frontier = row.frontier
+        if len(frontier) < 2 or row.paused:
+            return
+        members = tuple(m.attempt_id for m in frontier)
+        fallback = max((m for m in frontier if m.full), key=lambda m: m.speedup or 0.0, default=None)
+        runnable = {w.index for w in problem.workloads if not w.unavailable}
+        missing = runnable - {i for m in frontier for i in m.leads}
+        why = ("no member was evaluated on every workload" if fallback is None else
+               f"no member passed workload {', '.join(map(str, sorted(missing)))}" if missing else "")
+        try:
+            if why:
+                raise CompositeError(why)
+            solution = compose(problem, frontier, {i: self.store.attempt(i).solution for i in members},
+                               fallback.attempt_id)
+        except CompositeError as exc:
+            if members not in self._compose_refused:
+                self._compose_refused.add(members)
+                self.event("log", f"no composite of attempts {', '.join(map(str, members))}: {exc}",
+                           problem_id=problem_id)
+            return
+        as_dict = solution_to_dict(solution)
+        digest = content_hash(as_dict)
+        if digest in self._composites_tried or self.store.attempts_with_content(problem_id, digest):
+            return
+        self._composites_tried.add(digest)
+        self.budgets.check_evaluation(problem_id)
+        note = "composite: " + "; ".join(f"attempt {m.attempt_id} on workload {', '.join(map(str, m.leads))}"
+                                         for m in frontier)
+        attempt_id = self.store.begin_attempt(problem_id, None, as_dict, language=solution.spec.languages[0].value,
+                                              parent_id=members[0], parents=list(members), note=note,
+                                              content_hash=digest)
+        await self.evaluate_attempt(problem, attempt_id, solution, None)
 
     # ---------------------------------------------------------------- agents
 
     async def _agent_loop(self, agent_id: int, kind: str) -> None:
-        identity = AgentIdentity(agent_id, self._names[agent_id], kind)
         impl = self.factories[kind](self.config)
         while True:
             problem_id = self.assignment.get(agent_id)
             if problem_id is None or problem_id not in self.ready or self.facts is None:
                 await anyio.sleep(IDLE_POLL_S)
                 continue
+            profile = self.profile_of.get(agent_id, "")
+            held = self.holds.get(agent_id) == problem_id  # this turn is the escalated one
+            identity = AgentIdentity(agent_id, self._names[agent_id], kind,
+                                     self.profiles[profile].llm.model if profile else "", profile)
 
-            def should_stop(pid=problem_id) -> bool:
-                return self.assignment.get(agent_id) != pid
+            def should_stop(pid=problem_id, profile=profile) -> bool:
+                return self.assignment.get(agent_id) != pid or self.profile_of.get(agent_id, "") != profile
 
             best_before = self.store.problem(problem_id).best_attempt_id
             bench = Workbench(self, identity, self.problems[problem_id], problem_id, should_stop)
@@ -331,6 +420,15 @@ class Fleet:
                 await anyio.sleep(self.config.planner.tick_s)
             finally:
                 self.working.discard(agent_id)
+            if held and self.holds.get(agent_id) == problem_id:  # its one escalated turn is over
+                del self.holds[agent_id]
+                if self.assignment.get(agent_id) == problem_id:
+                    self.assignment[agent_id] = None
+                    self.store.update_agent(agent_id, state="idle", problem_id=None)
+                since = self.store.problem(problem_id).since_improvement
+                self.event("decision", "escalated turn ended: " + ("the plateau is broken" if since == 0 else
+                                                                   f"{since} attempts since the last gain"),
+                           agent_id=agent_id, problem_id=problem_id)
             if outcome is WorkOutcome.RETIRED:
                 self.assignment[agent_id] = None
                 self.store.update_agent(agent_id, state="stopped", problem_id=None)
@@ -377,10 +475,11 @@ class Fleet:
         while True:
             self._apply_controls()
             self._plan_once()
+            self._plan_profiles()
             if ticks % 5 == 0:
                 self._record_metrics()
             ticks += 1
-            if self.prepared_all and not self.working and not any(self.assignment.values()):
+            if self.prepared_all and not self.working and not self.composing and not any(self.assignment.values()):
                 self.finished = True
                 self.request_stop("nothing left to do: every problem is plateaued, spent, paused or fully tuned, "
                                   "or no agent can work on it")
@@ -389,7 +488,7 @@ class Fleet:
     def _plan_once(self) -> None:
         now = time.time()
         problems = tuple(self.store.problems())
-        agents = tuple(self.store.agents())
+        agents = tuple(a for a in self.store.agents() if a.id not in self.holds)  # held: see _plan_profiles
         activity = {}
         for pid, history in self.activity.items():
             while history and history[0][0] < now - ACTIVITY_WINDOW_S:
@@ -412,6 +511,93 @@ class Fleet:
                 self.event("decision", move.reason, agent_id=move.agent_id, problem_id=move.problem_id)
         if result.stop_reason:
             self.request_stop(result.stop_reason)
+
+    async def _llm_planner_loop(self) -> None:
+        """The planner model's rounds, every llm_interval_s once every problem is prepared: its proposals are
+        controls, applied as a person's are; the rules planner goes on every tick."""
+        from core.config.schema import profile_llm
+        from core.llm.client import LlmDown, LlmUnavailable
+        from core.planner.llm_planner import LlmPlanner
+
+        planner = LlmPlanner(profile_llm(self.config.llm, self.config.planner.llm_profile),
+                             self.config.planner.llm_max_actions)
+        while not self.prepared_all:
+            await anyio.sleep(IDLE_POLL_S)
+        while True:
+            await anyio.sleep(self.config.planner.llm_interval_s)
+            try:
+                await self._llm_plan_round(planner)
+            except LlmDown as exc:
+                self.event("log", f"planner model: stopped for the rest of the run: {exc}")
+                return
+            except LlmUnavailable as exc:
+                self.event("log", f"planner model unavailable this round: {exc}")
+            except BudgetSpent as exc:
+                self.event("log", f"planner model: no call this round: {exc}")
+
+    async def _llm_plan_round(self, planner) -> None:
+        from core.planner.llm_planner import fleet_state
+
+        usage = getattr(getattr(self, "pool", None), "usage", None)
+        state = fleet_state(self.store.problems(), self.store.agents(), self.store.totals(),
+                            elapsed_s=time.time() - self._started, gpu_busy=usage.busy_fraction() if usage else None,
+                            planner=self.config.planner, budgets=self.config.budgets)
+        answer = await planner.propose(state, reserve=lambda tokens, dollars: self.budgets.model_call(
+            None, tokens, dollars), record=lambda call: self.store.add_llm_call(
+                None, None, call, profile=self.config.planner.llm_profile, model=planner.cfg.model),
+            log=lambda line: self.event("log", f"planner model: {line}"))
+        if answer.unusable:
+            self.event("log", f"planner model: nothing applied: {answer.unusable}")
+        for refusal in answer.refusals:
+            self.event("log", f"planner model: refused {refusal.what}: {refusal.why}")
+        if not answer.proposals and not answer.unusable:
+            self.event("log", "planner model: no change proposed")
+        for proposal in answer.proposals:
+            value = "" if proposal.value is None else str(proposal.value)
+            try:
+                result = self._apply_control(proposal.command, proposal.target, value)
+            except ValueError as exc:
+                self.event("log", f"planner model: refused {proposal.describe()}: {exc}")
+                continue
+            kind = COMMANDS[proposal.command][0]
+            self.event("decision", f"planner model: {proposal.reason} ({proposal.describe()}: {result})",
+                       problem_id=self._problem_id(proposal.target) if kind == "problem" else None,
+                       agent_id=self._agent_id(proposal.target) if kind == "agent" else None)
+
+    # ---------------------------------------------------------------- model profiles
+
+    def _set_profile(self, agent_id: int, profile: str) -> None:
+        self.profile_of[agent_id] = profile
+        self.store.update_agent(agent_id, profile=profile, model=self.profiles[profile].llm.model)
+
+    def _plan_profiles(self) -> None:
+        """With several profiles: escalate a plateaued problem (every tick), and move one agent to the profile
+        that pays (every profile_switch_s); ``core.planner.profiles`` decides. A held agent is out of ``plan``'s
+        sight until its escalated turn ends, so the plateau does not free it."""
+        if len(self.profiles) < 2:
+            return
+        cfg = self.config.planner
+        specs = profile_specs(tuple(self.profiles.values()))
+        free = tuple(a for a in self.store.agents() if a.kind == "llm" and a.id not in self.holds)
+        if cfg.escalate_plateaued:
+            up = choose_escalation(tuple(self.store.problems()), free, specs, frozenset(self.escalated), cfg,
+                                   self.config.budgets)
+            if up is not None:
+                self.escalated.add(up.problem_id)
+                self.holds[up.agent_id] = up.problem_id
+                self._set_profile(up.agent_id, up.profile)
+                self.assignment[up.agent_id] = up.problem_id
+                self.store.update_agent(up.agent_id, problem_id=up.problem_id, state="working")
+                self.event("decision", up.reason, agent_id=up.agent_id, problem_id=up.problem_id)
+                free = tuple(a for a in free if a.id != up.agent_id)
+        if time.monotonic() - self._profiles_judged_at < cfg.profile_switch_s:
+            return
+        self._profiles_judged_at = time.monotonic()
+        switch = choose_switch(specs, free, self.store.profile_usage(), min_attempts=cfg.profile_min_attempts,
+                               floor=cfg.profile_floor)
+        if switch is not None:
+            self._set_profile(switch.agent_id, switch.new)
+            self.event("decision", f"agent {self._names[switch.agent_id]}: {switch.reason}", agent_id=switch.agent_id)
 
     def _apply_controls(self) -> None:
         for control in self.store.controls(pending_only=True):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
+from core.fleet.frontier import compute_frontier
 from core.fleet.scoring import AttemptFigures, improvement, is_better
-from core.store.model import AttemptRow
+from core.store.model import AttemptRow, frontier_member_to_dict
 from core.store.writer import RunStore
 
 
@@ -45,6 +47,13 @@ def record_result(store: RunStore, attempt_id: int, *, status: str, reason: str,
             changes.update(seed_attempt_id=attempt_id, seed_speedup=figures.speedup, seed_sol=figures.sol)
             changes["since_improvement"] = 0
         store.update_problem(problem.id, **changes)
+        # The gain the planner counts (per problem and per model profile): a first result has no predecessor to
+        # improve on (gain inf), so it is no rate to compare.
+        if new_best and math.isfinite(gain) and gain > 0:
+            store.set_attempt_gain(attempt_id, gain)
+        if passed:  # only a passing result can change the frontier
+            frontier = compute_frontier(store.passing_times(problem.id))
+            store.set_problem_frontier(problem.id, [frontier_member_to_dict(m) for m in frontier])
         if pending.agent_id is not None:
             agent = store.agent(pending.agent_id)
             store.update_agent(agent.id, attempts=agent.attempts + 1,

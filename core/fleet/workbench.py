@@ -16,8 +16,10 @@ from core.errors import SpecError
 from core.evaluate.evaluate import compile_error_verdict, evaluate_prepared
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
 from core.fleet.agent import AgentIdentity
+from core.fleet.checks import static_faults
 from core.fleet.diff import solution_diff
 from core.fleet.facts import RunFacts, facts_from_probe, language_refusal
+from core.fleet.frontier import StartingChoice, choose_start
 from core.fleet.record import Recorded, record_result
 from core.fleet.scoring import attempt_figures
 from core.fleet.similar import SimilarBest, op_family, similar_problems
@@ -26,7 +28,7 @@ from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
 from core.solution.prepare import PreparedSolution, prepare
 from core.solution.schema import Solution
-from core.store.model import AttemptRow, LlmCall, NoteRow, ProblemRow
+from core.store.model import AttemptRow, FrontierMember, LlmCall, NoteRow, ProblemRow
 
 
 def content_hash(solution: dict[str, Any]) -> str:
@@ -55,6 +57,16 @@ class Workbench:
     def attempts(self, limit: int | None = None) -> list[AttemptRow]:
         return self.fleet.store.attempts(self.problem_id, limit=limit)
 
+    def frontier(self) -> tuple[FrontierMember, ...]:
+        return self.row().frontier
+
+    def starting_point(self) -> tuple[AttemptRow, StartingChoice] | None:
+        """The attempt to start from (``core.fleet.frontier.choose_start``) and why; None with no passing attempt."""
+        row = self.row()
+        choice = choose_start(row.frontier, row.workloads, row.best_attempt_id)
+        attempt = self.fleet.store.attempt(choice.attempt_id) if choice is not None else None
+        return (attempt, choice) if attempt is not None else None
+
     def should_stop(self) -> bool:
         return self._should_stop()
 
@@ -65,7 +77,8 @@ class Workbench:
         self.fleet.event(kind, message, agent_id=self.agent.id, problem_id=self.problem_id)
 
     def record_call(self, call: LlmCall) -> None:
-        self.fleet.store.add_llm_call(self.agent.id, self.problem_id, call)
+        self.fleet.store.add_llm_call(self.agent.id, self.problem_id, call, profile=self.agent.profile,
+                                      model=self.agent.model)
 
     def reserve_call(self, tokens: int, dollars: float) -> AbstractContextManager[None]:
         return self.fleet.budgets.model_call(self.problem_id, tokens, dollars)
@@ -137,13 +150,49 @@ class Workbench:
         self.fleet.budgets.check_evaluation(self.problem_id)
         as_dict = solution_to_dict(solution)
         parent = self.fleet.store.attempt(parent_id) if parent_id is not None else None
+        diff = solution_diff(parent.solution if parent else None, as_dict)
+        # A candidate a static check or the reviewer refuses is recorded all the same (COMPILE_ERROR or REJECTED,
+        # with the reason: the history keeps it), without a build or device time.
+        decided = self._static_verdict(solution, workloads)
+        if decided is None and self.agent.kind == "llm" and self.fleet.config.review.enabled:
+            decided = await self._review(solution, diff, note, workloads)
         attempt_id = self.fleet.store.begin_attempt(
             self.problem_id, self.agent.id, as_dict, language=solution.spec.languages[0].value,
-            parent_id=parent_id, diff=solution_diff(parent.solution if parent else None, as_dict),
+            parent_id=parent_id, diff=diff,
             tunables=tunables, note=note, workloads=list(workloads) if workloads is not None else None,
-            content_hash=content_hash(as_dict))
-        recorded = await self.fleet.evaluate_attempt(self.problem, attempt_id, solution, workloads)
+            content_hash=content_hash(as_dict), profile=self.agent.profile)
+        recorded = await self.fleet.evaluate_attempt(self.problem, attempt_id, solution, workloads, decided=decided)
         return recorded.attempt
+
+    def _static_verdict(self, solution: Solution, workloads: tuple[int, ...] | None) -> Verdict | None:
+        definition = self.problem.definition
+        faults = static_faults(solution, tuple(definition.inputs), tuple(definition.outputs))
+        if not faults:
+            return None
+        reason = "static check: " + "; ".join(faults[:4])
+        return Verdict(Status.COMPILE_ERROR, reason,
+                       tuple(WorkloadVerdict(i, Status.COMPILE_ERROR, reason) for i in (workloads or (0,))[:1]))
+
+    async def _review(self, solution: Solution, diff: str, note: str,
+                      workloads: tuple[int, ...] | None) -> Verdict | None:
+        """The reviewer's REJECTED verdict, or None when it approves (or fails: it fails open)."""
+        from core.llm.review import Reviewer, problem_summary, review_messages, reviewer_config
+
+        if getattr(self.fleet, "reviewer", None) is None:
+            self.fleet.reviewer = Reviewer(reviewer_config(self.fleet.config))
+        shown = diff or "\n".join(f"--- {s.path}\n{s.content}" for s in solution.sources)
+        messages = review_messages(problem_summary(self.problem), solution_to_dict(solution)["spec"], shown, note)
+        review = await self.fleet.reviewer.review(
+            messages, reserve=self.reserve_call,
+            record=lambda call: self.fleet.store.add_llm_call(None, self.problem_id, call,
+                                                              profile=self.fleet.config.review.profile,
+                                                              model=self.fleet.reviewer.cfg.model), log=self.log)
+        if review.approved:
+            return None
+        reason = f"review: {review.reason}"
+        self.log(f"candidate rejected by the reviewer before evaluation: {review.reason}")
+        return Verdict(Status.REJECTED, reason,
+                       tuple(WorkloadVerdict(i, Status.REJECTED, reason) for i in (workloads or (0,))[:1]))
 
     async def inspect(self, instrument: str, solution: Solution, **options: Any) -> Inspection:
         """Build ``solution`` and run one instrument on it ("profile", "sanitize" or "assembly", with the

@@ -24,8 +24,9 @@ from typing import Any
 
 import anyio
 
-from core.config.schema import FleetConfig
+from core.config.schema import FleetConfig, profile_llm
 from core.fleet.agent import WorkOutcome, Workbench
+from core.fleet.frontier import StartingChoice
 from core.llm.brief import problem_brief, system_prompt
 from core.llm.client import LlmClient, LlmDown, LlmReply, LlmUnavailable, ToolsRejected, cost, estimate_tokens
 from core.llm.tools import MAX_FILE_CHARS, Toolbox, ToolResult, Workspace, WorkspaceError, parse_text_reply, \
@@ -82,7 +83,7 @@ class LlmAgent:
 
     def __init__(self, config: FleetConfig, *, client: LlmClient | None = None, cooldown_s: float = 30.0):
         self.config = config
-        self.cfg = config.llm
+        self.cfg = config.llm  # the model profile of the current turn (work() sets it)
         self._client = client
         self.cooldown_s = cooldown_s  # after a call that gave up, before the endpoint is tried again
 
@@ -91,13 +92,13 @@ class LlmAgent:
 
     @property
     def client(self) -> LlmClient:
-        if self._client is None:
-            self._client = LlmClient.shared(self.cfg)
-        return self._client
+        """The given client, else the run's shared one of this turn's profile."""
+        return self._client if self._client is not None else LlmClient.shared(self.cfg)
 
     # ---------------------------------------------------------------- the turn
 
     async def work(self, bench: Workbench) -> WorkOutcome:
+        self.cfg = profile_llm(self.config.llm, bench.agent.profile)
         client, cfg = self.client, self.cfg
         if client.down_reason:
             return self._retire(bench, client)
@@ -105,11 +106,15 @@ class LlmAgent:
             return WorkOutcome.STOPPED
         mode = "text" if client.tools_supported is False else "tools"
         best = bench.best()
-        workspace = Workspace.from_solution(best.solution if best is not None else None)
+        # The workspace starts from a frontier member (the rule in core.fleet.frontier.choose_start), which is the
+        # best unless another member leads the workload furthest from its bound.
+        start = bench.starting_point()
+        origin = start[0] if start is not None else best
+        workspace = Workspace.from_solution(origin.solution if origin is not None else None)
         toolbox = Toolbox(bench, workspace, author=bench.agent.name or "llm",
-                          parent_id=best.id if best is not None else None,
+                          parent_id=origin.id if origin is not None else None,
                           device_tools_per_turn=cfg.device_tools_per_turn)
-        messages = self._opening(bench, best, workspace, mode)
+        messages = self._opening(bench, best, workspace, mode, start)
         failures = idle = 0
         for _ in range(cfg.max_steps):
             if bench.should_stop():
@@ -125,7 +130,7 @@ class LlmAgent:
                 client.tools_supported = False
                 bench.log(f"llm: the endpoint rejects tool calls ({exc}); using the text protocol")
                 mode = "text"
-                messages = self._opening(bench, best, workspace, mode)
+                messages = self._opening(bench, best, workspace, mode, start)
                 continue
             except LlmDown:
                 return self._retire(bench, client)
@@ -177,15 +182,19 @@ class LlmAgent:
             bench.log(f"{client.down_reason}: LLM agents stopped", kind="llm")
         return WorkOutcome.RETIRED
 
-    def _opening(self, bench: Workbench, best: AttemptRow | None, workspace: Workspace,
-                 mode: str) -> list[dict[str, Any]]:
+    def _opening(self, bench: Workbench, best: AttemptRow | None, workspace: Workspace, mode: str,
+                 start: tuple[AttemptRow, StartingChoice] | None = None) -> list[dict[str, Any]]:
         brief = problem_brief(bench.problem, bench.row(), best, bench.attempts(), agent_id=bench.agent.id,
                               spec=workspace.spec, files=list(workspace.files), sources=workspace.files,
                               facts=bench.facts(), similar=bench.similar_bests(), notes=bench.family_notes(),
                               plateau_attempts=self.config.planner.plateau_attempts, tool_hints=mode == "tools",
-                              max_notes=NOTES)
-        task = ("Write a correct candidate that is faster than the current best (or than the reference if there is "
-                "none), starting from the workspace above.")
+                              max_notes=NOTES, start=start[1] if start is not None else None)
+        if start is not None and best is not None and start[0].id != best.id:
+            task = (f"Write a correct candidate that is faster than attempt {start[0].id} on the workloads it leads "
+                    "(or faster than the current best overall), starting from the workspace above.")
+        else:
+            task = ("Write a correct candidate that is faster than the current best (or than the reference if there "
+                    "is none), starting from the workspace above.")
         return [{"role": "system", "content": system_prompt(mode, self.cfg)},
                 {"role": "user", "content": brief + "\n" + task}]
 

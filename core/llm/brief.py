@@ -12,6 +12,7 @@ from pathlib import Path
 
 from core.config.schema import LlmConfig
 from core.fleet.facts import RunFacts, render_facts
+from core.fleet.frontier import FRONTIER_TOLERANCE, StartingChoice
 from core.fleet.similar import SimilarBest, op_family
 from core.problem.schema import Problem
 from core.store.model import AttemptRow, NoteRow, ProblemRow, WorkloadInfo
@@ -155,7 +156,8 @@ def _workload_lines(problem: Problem, row: ProblemRow, bests: Mapping[int, tuple
 
 
 def _attempt_line(a: AttemptRow, agent_id: int | None, best_id: int | None) -> str:
-    who = "seed" if a.agent_id is None else "you" if a.agent_id == agent_id else f"agent {a.agent_id}"
+    who = ("the run (a composite of attempts " + ", ".join(map(str, a.parents)) + ")" if a.composite else
+           "seed" if a.agent_id is None else "you" if a.agent_id == agent_id else f"agent {a.agent_id}")
     result = a.status or a.state
     if a.passed and a.speedup is not None:
         result += f" {a.speedup:.3g}x"
@@ -176,12 +178,14 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
                   sources: dict[str, str] | None = None, facts: RunFacts | None = None,
                   similar: Sequence[SimilarBest] = (), notes: Sequence[NoteRow] = (),
                   plateau_attempts: int | None = None, tool_hints: bool = True, max_workloads: int = 6,
-                  max_notes: int = 8, max_diff_chars: int = 3000, max_source_chars: int = 6000) -> str:
+                  max_notes: int = 8, max_diff_chars: int = 3000, max_source_chars: int = 6000,
+                  start: StartingChoice | None = None) -> str:
     """A compact brief of ``problem``: the machine and the run (``facts``), reference, axes, tensors, workloads
     with T_b, T_sol, what bounds it and the best time so far, the current best, what recent attempts (other
     agents' included; ``attempts`` is the problem's history, oldest first) found, the best solutions of
     ``similar`` problems when the problem is new or stalling, and the ``notes`` of its op family. ``sources``
-    (path -> text) are shown, truncated. With ``tool_hints`` the brief names the tools that read more."""
+    (path -> text) are shown, truncated. With ``tool_hints`` the brief names the tools that read more. ``start``:
+    the attempt the workspace starts from and why (``core.fleet.frontier.choose_start``)."""
     d = problem.definition
     out = [f"# Problem {row.key}: {d.name}"]
     if d.description:
@@ -214,6 +218,8 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
         out.append(text)
     else:
         out.append("\n## Current best\nnone yet")
+    if start is not None:
+        out.append("\n".join(_start_lines(row, best, start)))
 
     if spec is not None:
         out.append("\n## Your workspace\nspec: " + json.dumps(spec) + "\nfiles: " + (", ".join(files) or "(none)"))
@@ -258,6 +264,21 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
                          "tool.")
         out.append("\n".join(lines))
     return "\n".join(out) + "\n"
+
+
+def _start_lines(row: ProblemRow, best: AttemptRow | None, start: StartingChoice) -> list[str]:
+    which = "the current best" if best is not None and best.id == start.attempt_id else "not the current best"
+    leads = f"it leads workload {', '.join(map(str, start.leads))}" if start.leads else "it leads no workload"
+    lines = ["\n## Your starting point",
+             f"Your workspace holds attempt {start.attempt_id} ({which}); {leads} on the frontier. Chosen because "
+             f"{start.reason}."]
+    if len(row.frontier) > 1:
+        lines.append(f"The frontier, the fewest passing attempts holding a time within {FRONTIER_TOLERANCE:.0%} of "
+                     "the fastest on every workload (the run composes its members into one solution that sends each "
+                     "shape to its leader):")
+        lines += [f"- attempt {m.attempt_id} leads workload {', '.join(map(str, m.leads))} ("
+                  + ", ".join(f"{ms:.4g} ms" for ms in m.lead_ms) + ")" for m in row.frontier]
+    return lines
 
 
 def _fence_lang(path: str) -> str:

@@ -1,6 +1,6 @@
 """A thin wrapper over the OpenAI client for any OpenAI-compatible endpoint: our own retry loop, usage in dollars,
-a record of every HTTP try, the endpoint's availability, and one concurrency limit shared by every LLM agent of a
-run.
+a record of every HTTP try, the endpoint's availability, and one concurrency limit per model profile, shared by
+every LLM agent of the run on that profile.
 
 The official client's own retries are off (``max_retries=0``) so that every retry is ours: 429, 408/409, 5xx,
 timeouts and connection errors are retried with exponential backoff and jitter (a ``Retry-After`` header wins), at
@@ -146,7 +146,8 @@ def _short(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# One client per (event loop, endpoint config): every LLM agent of a run shares its concurrency limit.
+# One client per (event loop, profile config): the LLM agents of a run on one model profile share its concurrency
+# limit, its tool-calling mode and its availability; two profiles have a limit each, even on one endpoint.
 _SHARED: RunVar[dict[LlmConfig, LlmClient]] = RunVar("kernelfleet_llm_clients")
 
 

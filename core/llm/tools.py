@@ -1,6 +1,6 @@
 """The LLM agent's tools: a workspace of candidate files kept in memory, and handlers that go through the Workbench.
 
-Candidate code is never imported or run here: ``build`` checks Python syntax with ``compile()`` (bytecode only,
+Candidate code is never imported or run here: ``build`` runs the static checks of ``core.fleet.checks`` (a parse,
 nothing executes) and asks the Workbench to build; ``evaluate`` and ``finish`` record attempts through
 ``bench.evaluate``, which evaluates in the isolated worker processes. A candidate equal to an earlier attempt of the
 problem that covered the same workloads is not evaluated again: the result names that attempt.
@@ -19,6 +19,7 @@ from typing import Any
 
 from core.errors import SpecError
 from core.fleet.agent import Workbench
+from core.fleet.checks import static_faults
 from core.fleet.facts import language_refusal
 from core.solution.io import parse_solution
 from core.solution.schema import Solution
@@ -225,18 +226,6 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def syntax_errors(files: dict[str, str]) -> list[str]:
-    """Python syntax errors of the workspace, found by compiling to bytecode (nothing is executed)."""
-    errors = []
-    for path, content in files.items():
-        if path.endswith(".py"):
-            try:
-                compile(content, path, "exec", dont_inherit=True)
-            except SyntaxError as exc:
-                errors.append(f"{path}:{exc.lineno}: error: {exc.msg}")
-    return errors
-
-
 class Toolbox:
     """Runs the model's tool calls against a workspace and a Workbench."""
 
@@ -291,7 +280,9 @@ class Toolbox:
 
     async def build(self) -> ToolResult:
         solution = self._solution()
-        errors = syntax_errors(self.workspace.files)
+        definition = self.bench.problem.definition
+        # Syntax, and an entry point that exists with the arity the evaluator calls (core.fleet.checks).
+        errors = static_faults(solution, tuple(definition.inputs), tuple(definition.outputs))
         if errors:
             return ToolResult("build failed:\n" + "\n".join(errors), failure="compile error")
         prepared = await self.bench.build(solution)

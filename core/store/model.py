@@ -36,6 +36,18 @@ class WorkloadInfo:
 
 
 @dataclass(frozen=True)
+class FrontierMember:
+    """A passing attempt on a problem's per-workload frontier (``core.fleet.frontier``): the workloads it leads and
+    its time on each of them."""
+
+    attempt_id: int
+    leads: tuple[int, ...]  # workload indices, ascending
+    lead_ms: tuple[float, ...]  # its median time on each of ``leads``
+    speedup: float | None  # the attempt's geomean speedup over the workloads it was evaluated on
+    full: bool  # evaluated on every workload
+
+
+@dataclass(frozen=True)
 class ProblemRow:
     id: int
     key: str  # "subset/name", unique in the run
@@ -62,6 +74,7 @@ class ProblemRow:
     wall_seconds: float
     last_change_at: float | None
     workloads: tuple[WorkloadInfo, ...] = ()
+    frontier: tuple[FrontierMember, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,7 @@ class AgentRow:
     tokens: int
     dollars: float
     updated_at: float
+    profile: str = ""  # its model profile now (LLM agents; core.config.schema.ModelProfile)
 
 
 @dataclass(frozen=True)
@@ -105,10 +119,29 @@ class AttemptRow:
     full: bool = True
     gpu_seconds: float = 0.0
     content_hash: str = ""  # of the spec and sources (``core.fleet.workbench.content_hash``)
+    parents: tuple[int, ...] = ()  # parent_id first; a composite lists each of its members
+    profile: str = ""  # the model profile of its agent when it was made ("" for seeds and tuners)
+    gain: float = 0.0  # the best-SOL gain the planner counts for it (core.fleet.record): > 0 only for a new best
 
     @property
     def passed(self) -> bool:
         return self.status == "PASSED"
+
+    @property
+    def composite(self) -> bool:
+        """Assembled by the run from frontier members (``core.fleet.composite``), not written by an agent."""
+        return len(self.parents) > 1
+
+
+@dataclass(frozen=True)
+class PassingTimes:
+    """A passing attempt's median time per workload, as a frontier reads it (``Queries.passing_times``)."""
+
+    attempt_id: int
+    times_ms: dict[int, float]
+    full: bool
+    speedup: float | None
+    composite: bool = False
 
 
 # How a model call's HTTP try ended: the first three are answers (the endpoint is up), the last two are not.
@@ -148,6 +181,21 @@ class LlmCallRow:
     agent_id: int | None
     problem_id: int | None
     call: LlmCall
+    profile: str = ""  # the model profile it went to ("" before profiles were recorded, or the planner's)
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class ProfileUsage:
+    """What the agents of one model profile did (``Queries.profile_usage``): their finished attempts with the
+    best-SOL gain and GPU seconds those counted, and their model calls with what those cost."""
+
+    profile: str
+    attempts: int = 0
+    sol_gain: float = 0.0
+    gpu_seconds: float = 0.0
+    calls: int = 0
+    dollars: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -209,16 +257,27 @@ def run_from_row(r) -> RunInfo:
 
 def problem_from_row(r) -> ProblemRow:
     workloads = tuple(WorkloadInfo(**w) for w in _loads(r["workloads_json"], []))
+    frontier = tuple(frontier_member_from_dict(m) for m in _loads(r["frontier_json"], []))
     return ProblemRow(r["id"], r["key"], r["name"], r["subset"], r["path"], r["op"], r["priority"], bool(r["paused"]),
                       bool(r["pinned"]), r["status"], r["best_attempt_id"], r["best_speedup"], r["best_sol"],
                       r["seed_attempt_id"], r["seed_speedup"], r["seed_sol"], r["attempts"], r["failures_in_row"],
                       r["since_improvement"], r["tokens"], r["dollars"], r["gpu_seconds"], r["wall_seconds"],
-                      r["last_change_at"], workloads)
+                      r["last_change_at"], workloads, frontier)
+
+
+def frontier_member_to_dict(member: FrontierMember) -> dict[str, Any]:
+    return {"attempt_id": member.attempt_id, "leads": list(member.leads), "lead_ms": list(member.lead_ms),
+            "speedup": member.speedup, "full": member.full}
+
+
+def frontier_member_from_dict(data: dict[str, Any]) -> FrontierMember:
+    return FrontierMember(int(data["attempt_id"]), tuple(data["leads"]), tuple(data["lead_ms"]), data["speedup"],
+                          bool(data["full"]))
 
 
 def agent_from_row(r) -> AgentRow:
     return AgentRow(r["id"], r["name"], r["kind"], r["model"], r["state"], r["problem_id"], bool(r["paused"]),
-                    r["attempts"], r["failures_in_row"], r["tokens"], r["dollars"], r["updated_at"])
+                    r["attempts"], r["failures_in_row"], r["tokens"], r["dollars"], r["updated_at"], r["profile"])
 
 
 def attempt_from_row(r) -> AttemptRow:
@@ -228,13 +287,14 @@ def attempt_from_row(r) -> AttemptRow:
                       _loads(r["tunables_json"], {}), r["note"], tuple(workloads) if workloads is not None else None,
                       _loads(r["build_json"], None), _loads(r["verdict_json"], None), r["status"], r["reason"],
                       {int(k): v for k, v in _loads(r["times_json"], {}).items()}, r["speedup"], r["sol"],
-                      bool(r["full"]), r["gpu_seconds"], r["content_hash"])
+                      bool(r["full"]), r["gpu_seconds"], r["content_hash"], tuple(_loads(r["parents_json"], [])),
+                      r["profile"], r["gain"])
 
 
 def llm_call_from_row(r) -> LlmCallRow:
     return LlmCallRow(r["id"], r["ts"], r["agent_id"], r["problem_id"],
                       LlmCall(r["outcome"], r["prompt_tokens"], r["completion_tokens"], bool(r["tokens_estimated"]),
-                              r["dollars"], r["latency_s"], r["detail"]))
+                              r["dollars"], r["latency_s"], r["detail"]), r["profile"], r["model"])
 
 
 def event_from_row(r) -> EventRow:

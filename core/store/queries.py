@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from core.store import model
@@ -84,6 +85,15 @@ class Queries:
             "SELECT * FROM attempts WHERE problem_id = ? AND content_hash = ? AND state = 'done' ORDER BY id",
             (problem_id, content_hash))]
 
+    def passing_times(self, problem_id: int) -> list[model.PassingTimes]:
+        """The problem's finished PASSED attempts, oldest first, with only what a frontier needs (no verdicts or
+        sources are read)."""
+        return [model.PassingTimes(r["id"], {int(k): v for k, v in json.loads(r["times_json"] or "{}").items()},
+                                   bool(r["full"]), r["speedup"], len(json.loads(r["parents_json"] or "[]")) > 1)
+                for r in self.conn.execute(
+                    "SELECT id, times_json, full, speedup, parents_json FROM attempts WHERE problem_id = ? AND "
+                    "state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,))]
+
     def notes(self, family: str | None = None, *, limit: int = 20) -> list[model.NoteRow]:
         """The newest ``limit`` notes (of one op family, if given), oldest first, with who wrote them where."""
         where, args = ("WHERE n.family = ?", [family]) if family is not None else ("", [])
@@ -105,6 +115,21 @@ class Queries:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [model.llm_call_from_row(r) for r in reversed(self.conn.execute(sql, args).fetchall())]
+
+    def profile_usage(self) -> dict[str, model.ProfileUsage]:
+        """By model profile: the finished attempts its agents made while on it and the model calls it answered or
+        failed, with the gain, GPU seconds and dollars they count (attempts and calls of no profile left out)."""
+        usage: dict[str, model.ProfileUsage] = {}
+        for r in self.conn.execute("SELECT profile, COUNT(*) AS n, COALESCE(SUM(gain), 0) AS gain, "
+                                   "COALESCE(SUM(gpu_seconds), 0) AS gpu FROM attempts WHERE state = 'done' AND "
+                                   "profile != '' GROUP BY profile"):
+            usage[r["profile"]] = model.ProfileUsage(r["profile"], r["n"], r["gain"], r["gpu"])
+        for r in self.conn.execute("SELECT profile, COUNT(*) AS n, COALESCE(SUM(dollars), 0) AS usd FROM llm_calls "
+                                   "WHERE profile != '' GROUP BY profile"):
+            had = usage.get(r["profile"], model.ProfileUsage(r["profile"]))
+            usage[r["profile"]] = model.ProfileUsage(had.profile, had.attempts, had.sol_gain, had.gpu_seconds,
+                                                     r["n"], r["usd"])
+        return usage
 
     def llm_spent(self) -> tuple[int, float]:
         """(tokens, dollars) of every model call of the run."""

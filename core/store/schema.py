@@ -161,6 +161,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX notes_by_family ON notes(family, id);
     """,
+    # 4: the per-workload frontier of each problem (``core.fleet.frontier``), rewritten with every passing result,
+    # and every parent of an attempt (a composite has one per member; parent_id stays the first).
+    """
+    ALTER TABLE problems ADD COLUMN frontier_json TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE attempts ADD COLUMN parents_json TEXT NOT NULL DEFAULT '[]';
+    UPDATE attempts SET parents_json = '[' || parent_id || ']' WHERE parent_id IS NOT NULL;
+    """,
+    # 5: model profiles. Each agent's current profile; each model call's profile and model; each attempt's profile
+    # (its agent's when it was made) and the best-SOL gain the planner counts for it (core.fleet.record), so the
+    # planner can weigh the profiles' gains against their dollars and GPU seconds.
+    """
+    ALTER TABLE agents ADD COLUMN profile TEXT NOT NULL DEFAULT '';
+    ALTER TABLE llm_calls ADD COLUMN profile TEXT NOT NULL DEFAULT '';
+    ALTER TABLE llm_calls ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE attempts ADD COLUMN profile TEXT NOT NULL DEFAULT '';
+    ALTER TABLE attempts ADD COLUMN gain REAL NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -18,7 +18,8 @@ _PROBLEM_FIELDS = {"op", "priority", "paused", "pinned", "status", "best_attempt
                    "seed_attempt_id", "seed_speedup", "seed_sol", "attempts", "failures_in_row", "since_improvement",
                    "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at"}
 MAX_NOTE_CHARS = 500
-_AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model"}
+_AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model",
+                 "profile"}
 
 
 class StoreError(Exception):
@@ -125,16 +126,23 @@ class RunStore(Queries):
         self._dirty_problems.add(problem_id)
         self.conn.execute("UPDATE problems SET workloads_json = ? WHERE id = ?", (json.dumps(workloads), problem_id))
 
+    def set_problem_frontier(self, problem_id: int, members: list[dict[str, Any]]) -> None:
+        """Replace the problem's frontier (``core.store.model.frontier_member_to_dict`` of each member)."""
+        self._dirty_problems.add(problem_id)
+        self.conn.execute("UPDATE problems SET frontier_json = ? WHERE id = ?", (json.dumps(members), problem_id))
+
     def update_problem(self, problem_id: int, **fields: Any) -> None:
         self._dirty_problems.add(problem_id)
         self._update("problems", problem_id, fields, _PROBLEM_FIELDS)
 
-    def add_agent(self, name: str, kind: str, model: str = "") -> int:
+    def add_agent(self, name: str, kind: str, model: str = "", profile: str = "") -> int:
+        """A new agent's id; an agent of that name already there keeps its row (its model and profile too)."""
         row = self.conn.execute("SELECT id FROM agents WHERE name = ?", (name,)).fetchone()
         if row:
             return int(row["id"])
         self._agents = None
-        return self._insert("agents", {"name": name, "kind": kind, "model": model, "updated_at": time.time()})
+        return self._insert("agents", {"name": name, "kind": kind, "model": model, "profile": profile,
+                                       "updated_at": time.time()})
 
     def update_agent(self, agent_id: int, **fields: Any) -> None:
         self._dirty_agents.add(agent_id)
@@ -145,14 +153,19 @@ class RunStore(Queries):
 
     def begin_attempt(self, problem_id: int, agent_id: int | None, solution: dict[str, Any], *, language: str,
                       parent_id: int | None = None, diff: str = "", tunables: dict[str, Any] | None = None,
-                      note: str = "", workloads: list[int] | None = None, content_hash: str = "") -> int:
-        """Record a candidate before it is evaluated, so a crash mid-evaluation leaves it to be re-evaluated."""
+                      note: str = "", workloads: list[int] | None = None, content_hash: str = "",
+                      parents: list[int] | None = None, profile: str = "") -> int:
+        """Record a candidate before it is evaluated, so a crash mid-evaluation leaves it to be re-evaluated.
+        ``parents`` defaults to ``[parent_id]``; a composite names every member, its first one as ``parent_id``."""
+        if parents is None:
+            parents = [parent_id] if parent_id is not None else []
         return self._insert("attempts", {
             "problem_id": problem_id, "agent_id": agent_id, "parent_id": parent_id, "state": "pending",
             "created_at": time.time(), "language": language, "solution_json": json.dumps(solution), "diff": diff,
             "tunables_json": json.dumps(tunables or {}), "note": note,
             "workloads_json": json.dumps(workloads) if workloads is not None else None,
-            "full": 1 if workloads is None else 0, "content_hash": content_hash})
+            "full": 1 if workloads is None else 0, "content_hash": content_hash, "parents_json": json.dumps(parents),
+            "profile": profile})
 
     def finish_attempt(self, attempt_id: int, *, status: str, reason: str = "", verdict: dict[str, Any] | None = None,
                        build: dict[str, Any] | None = None, times_ms: dict[int, float] | None = None,
@@ -168,18 +181,22 @@ class RunStore(Queries):
              speedup, sol, gpu_seconds, attempt_id))
         return cursor.rowcount == 1
 
+    def set_attempt_gain(self, attempt_id: int, gain: float) -> None:
+        self.conn.execute("UPDATE attempts SET gain = ? WHERE id = ?", (gain, attempt_id))
+
     def transaction(self):
         """``with store.transaction():`` groups several writes into one commit."""
         return _Transaction(self.conn, self._forget_cached_rows)
 
     # ---------------------------------------------------------------- model calls
 
-    def add_llm_call(self, agent_id: int | None, problem_id: int | None, call: model.LlmCall) -> int:
-        """Record one model call and add its tokens and dollars to its problem's and agent's totals, in one
-        transaction: the totals are live, survive a resume and never count a call twice."""
+    def add_llm_call(self, agent_id: int | None, problem_id: int | None, call: model.LlmCall, *, profile: str = "",
+                     model: str = "") -> int:
+        """Record one model call (to ``model`` of ``profile``) and add its tokens and dollars to its problem's and
+        agent's totals, in one transaction: the totals are live, survive a resume and never count a call twice."""
         with self.transaction():
             call_id = self._insert("llm_calls", {
-                "ts": time.time(), "agent_id": agent_id, "problem_id": problem_id,
+                "ts": time.time(), "agent_id": agent_id, "problem_id": problem_id, "profile": profile, "model": model,
                 "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
                 "tokens_estimated": int(call.tokens_estimated), "dollars": call.dollars, "latency_s": call.latency_s,
                 "outcome": call.outcome, "detail": call.detail[:300]})

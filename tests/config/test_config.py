@@ -170,7 +170,12 @@ def test_config_is_frozen():
     # Unknown names, with the closest valid one.
     ("[lm]\nmodel = 'x'\n", "fleet.toml: lm: unknown section, did you mean 'llm'?"),
     ("[xyz]\n", "fleet.toml: xyz: unknown section; valid sections: llm, fleet, gpus, budgets, planner, tuner, "
-                "evaluation"),
+                "evaluation, review"),
+    ("[planner]\nmode = 'llm'\nllm_profile = 'cheap'\n",
+     "fleet.toml: planner.llm_profile: no model profile 'cheap'; profiles: none ([llm.profiles.NAME] tables)"),
+    ("[review]\nenabled = true\nprofile = 'cheap'\n",
+     "fleet.toml: review.profile: no model profile 'cheap'; profiles: none ([llm.profiles.NAME] tables)"),
+    ("[planner]\nmode = 'model'\n", "fleet.toml: planner.mode: must be one of 'rules', 'llm', got 'model'"),
     ("seed = 1\n", "fleet.toml: seed: not a section; put this key under [tuner]"),
     ("[planner]\ntik_s = 1\n", "fleet.toml: planner.tik_s: unknown key, did you mean 'tick_s'?"),
     ("[llm]\nseed = 1\n", "fleet.toml: llm.seed: unknown key in [llm]; it belongs in [tuner]"),
@@ -264,7 +269,7 @@ def test_config_to_dict_round_trips_through_json(cfg):
     data = config_to_dict(cfg)
     text = json.dumps(data)
     assert parse_config(json.loads(text)) == cfg
-    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "evaluation"}
+    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "evaluation", "review"}
 
 
 def test_config_to_dict_holds_plain_values():
@@ -280,5 +285,6 @@ def test_example_file_is_every_key_at_its_default():
     with EXAMPLE.open("rb") as f:
         raw = tomllib.load(f)
     defaults = config_to_dict(FleetConfig())
+    del defaults["llm"]["profiles"]  # none by default; the example's are commented out (tests/config/test_config_profiles.py)
     # Every key is written out, none missing.
     assert {s: set(keys) for s, keys in raw.items()} == {s: set(keys) for s, keys in defaults.items()}

@@ -54,7 +54,7 @@ def build_store(run_dir: Path, problems: int = 12, attempts_per_problem: int = 4
                       "t_sol_ms": 0.2 + w * 0.1, "baseline_method": "torch"} for w in range(3)]
         pid = store.add_problem(key, name, subset, f"problems/{key}", op=name, workloads=workloads)
         best = None
-        parent = None
+        parent = parent_of_best = None
         previous = KERNEL
         for j in range(attempts_per_problem if i % 4 != 2 else 0):
             agent = agent_ids[(i + j) % len(agent_ids)]
@@ -72,7 +72,7 @@ def build_store(run_dir: Path, problems: int = 12, attempts_per_problem: int = 4
                 store.finish_attempt(aid, status="PASSED", times_ms=times, speedup=speedup, sol=min(0.98, sol),
                                      gpu_seconds=1.5)
                 best = (aid, speedup, min(0.98, sol))
-                parent = aid
+                parent_of_best, parent = parent, aid
                 previous = source
         status = STATUSES[i % len(STATUSES)]
         fields = {"status": status, "priority": (i % 3) - 1, "attempts": attempts_per_problem if i % 4 != 2 else 0,
@@ -85,6 +85,10 @@ def build_store(run_dir: Path, problems: int = 12, attempts_per_problem: int = 4
             fields.update(best_attempt_id=best[0], best_speedup=best[1], best_sol=best[2],
                           seed_speedup=1.0, seed_sol=0.5)
         store.update_problem(pid, **fields)
+        if i == 0:  # the detail's frontier line: the best leads two workloads, its parent the third
+            store.set_problem_frontier(pid, [
+                {"attempt_id": best[0], "leads": [0, 1], "lead_ms": [0.7, 0.9], "speedup": best[1], "full": True},
+                {"attempt_id": parent_of_best, "leads": [2], "lead_ms": [1.6], "speedup": 1.15, "full": True}])
         store.add_event("decision", f"active: assigned for its SOL gap ({i})", problem_id=pid)
     # Agents work on the first problems; llm-2 is idle.
     for n, agent in enumerate(agent_ids[:3]):

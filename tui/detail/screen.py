@@ -1,5 +1,5 @@
-"""A problem's detail: per workload T_b / T_sol and the best attempt's times, the attempt history, the planner's
-reasons (decision events) and the problem's log.
+"""A problem's detail: per workload T_b / T_sol and the best attempt's times, the frontier (which attempt leads
+which workloads), the attempt history, the planner's reasons (decision events) and the problem's log.
 
 The app keeps one instance and points it at the problem to show (``load``): opening a detail refills its widgets
 from the store instead of composing and mounting new ones, which on a busy run cost more than the key's budget."""
@@ -13,15 +13,23 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from core.store.model import AttemptRow, EventRow
+from core.store.model import AttemptRow, EventRow, ProblemRow
 from tui.detail.table import LineTable
 from tui.logs.view import LogView
-from tui.model import (ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, Delta, Snapshot, attempt_cells, event_line,
+from tui.model import (ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, Delta, Snapshot, attempt_cells, event_line, fmt_x,
                        problem_summary_line, workload_rows)
 
 ATTEMPTS_LOADED = 500
 LOG_LINES = 300
 DECISIONS_SHOWN = 40
+
+
+def frontier_text(problem: ProblemRow) -> str:
+    """One line: each frontier member, the workloads it leads and its geomean speedup."""
+    if not problem.frontier:
+        return "Frontier: none yet"
+    return "Frontier: " + " · ".join(f"#{m.attempt_id} leads {', '.join(map(str, m.leads))} ({fmt_x(m.speedup)}"
+                                     + ("" if m.full else ", partial") + ")" for m in problem.frontier)
 
 
 class DetailScreen(Screen):
@@ -38,6 +46,7 @@ class DetailScreen(Screen):
     DEFAULT_CSS = """
     DetailScreen #summary { height: auto; max-height: 3; padding: 0 1; background: $boost; }
     DetailScreen #workloads { height: auto; max-height: 7; }
+    DetailScreen #frontier { height: auto; max-height: 2; padding: 0 1; }
     DetailScreen #attempts { height: 1fr; min-height: 4; }
     DetailScreen #bottom { height: 7; }
     DetailScreen #decisions { width: 1fr; height: 100%; border-top: solid $secondary; }
@@ -52,10 +61,12 @@ class DetailScreen(Screen):
         self.decisions: list[str] = []
         self._summary = ""
         self._workloads: list[tuple[str, ...]] = []
+        self._frontier = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary", markup=False)
         yield LineTable(WORKLOAD_COLUMNS, cursor=False, id="workloads")
+        yield Static(id="frontier", markup=False)
         yield LineTable(ATTEMPT_COLUMNS, id="attempts")
         with Horizontal(id="bottom"):
             yield Static(id="decisions", markup=False)
@@ -78,6 +89,7 @@ class DetailScreen(Screen):
         self.decisions = []
         self._summary = ""
         self._workloads = []
+        self._frontier = ""
         table = self.query_one("#attempts", LineTable)
         table.clear()
         self.query_one("#log", LogView).clear()
@@ -113,6 +125,10 @@ class DetailScreen(Screen):
             table.clear()
             for row in rows:
                 table.set_row(row[0], row)
+        frontier = frontier_text(problem)
+        if frontier != self._frontier:
+            self._frontier = frontier
+            self.query_one("#frontier", Static).update(frontier)
 
     def _add_attempts(self, snapshot: Snapshot, attempts: list[AttemptRow]) -> None:
         if not attempts:

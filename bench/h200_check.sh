@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet|llm [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet|llm|team [problem paths...]
 # Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
 # its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
@@ -53,5 +53,11 @@ case $part in
     timeout "${LIMIT:-480}" python3 bench/scripted_llm_gpu.py --out "$OUT/scripted" --timeout "$(( ${LIMIT:-480} - 60 ))" \
       > "$OUT/scripted.txt" 2>&1
     tail -30 "$OUT/scripted.txt" ;;
+  team)
+    # Two model profiles (scripted servers), two CUDA shape specialists, the frontier and its composite (issue 16).
+    wheels
+    timeout "${LIMIT:-480}" python3 bench/team_bench.py --out "$OUT/team" --timeout "$(( ${LIMIT:-480} - 120 ))" \
+      > "$OUT/team.txt" 2>&1
+    tail -60 "$OUT/team.txt" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

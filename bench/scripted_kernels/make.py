@@ -28,6 +28,14 @@ KERNELS = {
         "files": ("main.py", "rmsnorm.cu"),
         "tunables": Tunables({"BLOCK": (256, 128, 512, 1024)}, {"BLOCK": 128}),
     },
+    "rmsnorm_small": {
+        "definition": "001_rmsnorm_llama3_1_8b",
+        "description": "rmsnorm_vec's kernel as a few-tokens specialist: BLOCK=512, one 16-byte vector per thread for "
+                       "hidden=4096, so a short row's load and reduction are spread over the most threads.",
+        "files": ("main.py", "rmsnorm.cu"),
+        "source_folder": "rmsnorm_vec",
+        "tunables": Tunables({"BLOCK": (512, 256, 1024)}, {"BLOCK": 512}),
+    },
     "swiglu_vec": {
         "definition": "001_swiglu_llama3_1_8b",
         "description": "SwiGLU on [gate | up]: 16-byte bf16 vectors with streaming loads/stores, a grid-stride loop "
@@ -42,7 +50,8 @@ CUDA_FLAGS = ["-O3", "--use_fast_math"]
 
 def build_json(name: str) -> Path:
     k = KERNELS[name]
-    sources = [{"path": f, "content": (HERE / "src" / name / f).read_text()} for f in k["files"]]
+    folder = HERE / "src" / k.get("source_folder", name)
+    sources = [{"path": f, "content": (folder / f).read_text()} for f in k["files"]]
     sources.append({"path": "tunables.json", "content": format_tunables(k["tunables"])})
     data = {"name": f"scripted_{name}", "definition": k["definition"], "description": k["description"],
             "author": "scripted-llm",

@@ -48,6 +48,9 @@ from core.store.writer import RunStore, StoreError
 QUICK_TIMING = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=100, target_seconds=0.02, device_check_calls=3)
 ACTIVITY_WINDOW_S = 600.0
 IDLE_POLL_S = 0.1
+# An agent whose turns on a problem begin no attempt (a model that ends every turn at once) rests before its next
+# turn there: tick_s * 2**n after n such turns in a row, at most this long; a new best or another problem ends it.
+EMPTY_TURN_REST_MAX_S = 120.0
 
 
 class FleetError(Exception):
@@ -85,6 +88,7 @@ class Fleet:
         self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
         self.assignment: dict[int, int | None] = {}  # agent id -> problem id
         self.working: set[int] = set()  # agents inside work()
+        self._empty_turns: dict[int, int] = {}  # agent id -> its turns in a row that began no attempt
         self.ready: set[int] = set()  # problems measured and seeded
         self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
@@ -445,6 +449,20 @@ class Fleet:
             else:
                 self.store.update_agent(agent_id, state="idle" if self.assignment.get(agent_id) is None else
                                         "working")
+                empty = self._empty_turns.get(agent_id, 0) + 1 if bench.attempts_begun == 0 else 0
+                self._empty_turns[agent_id] = empty
+                if empty:
+                    await self._rest(agent_id, problem_id, min(EMPTY_TURN_REST_MAX_S,
+                                                               self.config.planner.tick_s * 2 ** empty))
+
+    async def _rest(self, agent_id: int, problem_id: int, seconds: float) -> None:
+        """Wait ``seconds`` before the agent's next turn on ``problem_id``, less if it is moved or the best changes."""
+        best = self.store.problem(problem_id).best_attempt_id
+        until = time.monotonic() + seconds
+        while time.monotonic() < until and self.assignment.get(agent_id) == problem_id:
+            await anyio.sleep(IDLE_POLL_S)
+            if self.store.problem(problem_id).best_attempt_id != best:
+                return
 
     def _eligible(self, problems) -> dict[str, frozenset[int]]:
         eligible: dict[str, set[int]] = {}

@@ -46,6 +46,7 @@ class Workbench:
         self.problem = problem
         self.problem_id = problem_id
         self._should_stop = should_stop
+        self.attempts_begun = 0  # by this turn
 
     def row(self) -> ProblemRow:
         return self.fleet.store.problem(self.problem_id)
@@ -156,6 +157,7 @@ class Workbench:
         decided = self._static_verdict(solution, workloads)
         if decided is None and self.agent.kind == "llm" and self.fleet.config.review.enabled:
             decided = await self._review(solution, diff, note, workloads)
+        self.attempts_begun += 1
         attempt_id = self.fleet.store.begin_attempt(
             self.problem_id, self.agent.id, as_dict, language=solution.spec.languages[0].value,
             parent_id=parent_id, diff=diff,

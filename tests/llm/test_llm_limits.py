@@ -208,3 +208,16 @@ def test_an_attempt_budget_is_never_overshot(tmp_path):
         assert reader.problems()[0].attempts == 3
         logs = log_events(reader)
     assert any(m.startswith("stopping: the run's attempt budget is reached (3 of 3 attempts") for m in logs), logs
+
+
+def test_a_model_that_ends_every_turn_at_once_is_rested_not_spun(tmp_path):
+    """Every answer is FINISH alone: each turn begins no attempt, so the agent rests before the next, doubling the
+    rest each time (tick 0.1 s: 0.2, 0.4, 0.8, 1.6, 3.2 s): a handful of calls in the 6 s after the first, not
+    hundreds."""
+    with ScriptedServer([], forever=text("FINISH: nothing to try")) as server:
+        def six_seconds_after_the_first_call(store) -> bool:
+            return bool(server.requests) and time.monotonic() - server.requests[0]["at"] > 6.0
+
+        run_fleet(tmp_path, server.base_url, six_seconds_after_the_first_call, timeout_s=60)
+    calls = [r for r in server.requests if r["at"] - server.requests[0]["at"] <= 6.0]
+    assert 3 <= len(calls) <= 8, [round(r["at"] - server.requests[0]["at"], 2) for r in server.requests]

@@ -1,7 +1,8 @@
 """A problem's per-workload frontier, and the rule that picks an LLM agent's starting point from it (pure).
 
 The frontier is the smallest set of passing attempts that, together, hold a time within ``FRONTIER_TOLERANCE`` of
-the fastest one on every workload measured. Partial attempts count on the workloads they covered; composites
+the fastest one on every workload measured, or within the measured spread of either timing where that is larger
+(on the H200 the smallest workloads' spreads are 5-11%: a lead inside them is noise). Partial attempts count on the workloads they covered; composites
 (``core.fleet.composite``) do not count, since they are made of members. Chosen greedily: the attempt near the
 fastest on the most workloads not yet held (a full one before a partial one, then the one closest to the fastest
 times, then the earlier), until every workload is held. Each workload is then led by the fastest chosen attempt
@@ -25,12 +26,19 @@ def compute_frontier(attempts: Sequence[PassingTimes],
     leads."""
     candidates = [a for a in attempts if not a.composite and a.times_ms]
     fastest: dict[int, float] = {}
+    fastest_spread: dict[int, float] = {}
     for attempt in candidates:
         for index, ms in attempt.times_ms.items():
             if ms > 0 and (index not in fastest or ms < fastest[index]):
                 fastest[index] = ms
-    near = {a.attempt_id: {i for i, ms in a.times_ms.items() if i in fastest and ms <= fastest[i] * (1 + tolerance)}
-            for a in candidates}
+                fastest_spread[index] = attempt.spreads.get(index, 0.0)
+
+    def near_fastest(a: PassingTimes, index: int, ms: float) -> bool:
+        # Within the tolerance, or within the noise of either timing: a lead smaller than the spread is not one.
+        allowed = max(tolerance, fastest_spread.get(index, 0.0), a.spreads.get(index, 0.0))
+        return index in fastest and ms <= fastest[index] * (1 + allowed)
+
+    near = {a.attempt_id: {i for i, ms in a.times_ms.items() if near_fastest(a, i, ms)} for a in candidates}
     candidates = [a for a in candidates if near[a.attempt_id]]  # only these can be chosen
     uncovered = set(fastest)
     chosen: list[PassingTimes] = []

@@ -142,6 +142,7 @@ class PassingTimes:
     full: bool
     speedup: float | None
     composite: bool = False
+    spreads: dict[int, float] = field(default_factory=dict)  # the timing's relative spread per workload
 
 
 # How a model call's HTTP try ended: the first three are answers (the endpoint is up), the last two are not.

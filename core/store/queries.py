@@ -88,8 +88,16 @@ class Queries:
     def passing_times(self, problem_id: int) -> list[model.PassingTimes]:
         """The problem's finished PASSED attempts, oldest first, with only what a frontier needs (no verdicts or
         sources are read)."""
+        spreads: dict[int, dict[int, float]] = {}
+        for r in self.conn.execute(
+                "SELECT a.id, json_extract(w.value, '$.index') AS idx, json_extract(w.value, '$.timing.spread') AS "
+                "spread FROM attempts a, json_each(a.verdict_json, '$.workloads') w WHERE a.problem_id = ? AND "
+                "a.state = 'done' AND a.status = 'PASSED' AND json_valid(a.verdict_json)", (problem_id,)):
+            if r["idx"] is not None and isinstance(r["spread"], (int, float)):
+                spreads.setdefault(r["id"], {})[int(r["idx"])] = float(r["spread"])
         return [model.PassingTimes(r["id"], {int(k): v for k, v in json.loads(r["times_json"] or "{}").items()},
-                                   bool(r["full"]), r["speedup"], len(json.loads(r["parents_json"] or "[]")) > 1)
+                                   bool(r["full"]), r["speedup"], len(json.loads(r["parents_json"] or "[]")) > 1,
+                                   spreads.get(r["id"], {}))
                 for r in self.conn.execute(
                     "SELECT id, times_json, full, speedup, parents_json FROM attempts WHERE problem_id = ? AND "
                     "state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,))]

@@ -24,8 +24,8 @@ from core.store import RunReader, RunStore
 from core.store.model import FrontierMember, PassingTimes, WorkloadInfo
 
 
-def timed(attempt_id, times, full=True, speedup=None, composite=False):
-    return PassingTimes(attempt_id, dict(times), full, speedup, composite)
+def timed(attempt_id, times, full=True, speedup=None, composite=False, spreads=None):
+    return PassingTimes(attempt_id, dict(times), full, speedup, composite, dict(spreads or {}))
 
 
 # ---------------------------------------------------------------- the frontier
@@ -44,6 +44,17 @@ def test_variants_within_the_tolerance_do_not_split_the_frontier():
     # Past the tolerance, the faster one leads its workload.
     attempts = [timed(2, {0: 10.5, 1: 20.0}), timed(3, {0: 10.0, 1: 21.0})]
     assert [(m.attempt_id, m.leads) for m in compute_frontier(attempts, tolerance=0.03)] == [(3, (0,)), (2, (1,))]
+
+
+def test_a_lead_inside_the_timings_spread_does_not_split_the_frontier():
+    # 3 is 7% faster on workload 0 (5 us), but that timing spreads 10% (the H200's small workloads do).
+    noisy = [timed(2, {0: 5.35, 1: 143.6}, spreads={0: 0.02, 1: 0.01}), timed(3, {0: 5.0, 1: 150.0},
+                                                                            spreads={0: 0.10, 1: 0.01})]
+    assert [(m.attempt_id, m.leads) for m in compute_frontier(noisy)] == [(2, (0, 1))]
+    # The same times measured tightly: a real lead, and two members.
+    tight = [timed(2, {0: 5.35, 1: 143.6}, spreads={0: 0.01, 1: 0.01}), timed(3, {0: 5.0, 1: 150.0},
+                                                                            spreads={0: 0.01, 1: 0.01})]
+    assert [(m.attempt_id, m.leads) for m in compute_frontier(tight)] == [(3, (0,)), (2, (1,))]
 
 
 def test_a_partial_attempt_leads_the_workloads_it_covered_and_composites_never_count():
@@ -75,6 +86,29 @@ def test_the_frontier_is_kept_in_the_store_with_each_passing_result(tmp_path):
         assert [(m.attempt_id, m.leads, m.lead_ms) for m in reader.problem(pid).frontier] == [
             (first, (0,), (4.0,)), (second, (1,), (100.0,))]
         assert reader.attempt(second).parents == () and not reader.attempt(second).composite
+
+
+def test_the_stored_frontier_reads_each_timings_spread_from_the_verdict(tmp_path):
+    store = RunStore(tmp_path / "run", create=True)
+    pid = store.add_problem("cpu/p", "p", "cpu", "/p")
+
+    def result(times, spreads):
+        aid = store.begin_attempt(pid, None, {"sources": []}, language="pytorch")
+        verdict = {"status": "PASSED", "workloads": [
+            {"index": i, "status": "PASSED", "timing": {"median_ms": ms, "spread": spreads[i], "calls": 100,
+                                                          "method": "cuda events"}} for i, ms in times.items()]}
+        record_result(store, aid, status="PASSED", reason="", verdict=verdict, build=None,
+                      figures=AttemptFigures(times, 1.0, None, 0.1), plateau_min_gain=0.01)
+        return aid
+
+    first = result({0: 5.35, 1: 143.6}, {0: 0.02, 1: 0.01})
+    noisy = result({0: 5.0, 1: 150.0}, {0: 0.10, 1: 0.01})
+    assert store.passing_times(pid)[1].spreads == {0: 0.10, 1: 0.01}
+    assert [(m.attempt_id, m.leads) for m in store.problem(pid).frontier] == [(first, (0, 1))]
+    tight = result({0: 4.0, 1: 150.0}, {0: 0.01, 1: 0.01})
+    assert noisy not in {m.attempt_id for m in store.problem(pid).frontier}
+    assert [(m.attempt_id, m.leads) for m in store.problem(pid).frontier] == [(tight, (0,)), (first, (1,))]
+    store.close()
 
 
 # ---------------------------------------------------------------- the starting point

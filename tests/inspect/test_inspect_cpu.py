@@ -62,3 +62,35 @@ def test_hanging_and_raising_candidates_under_the_profiler(tmp_path):
     good, _ = results["good"]
     assert "aten::mul" in good.text  # the device was given back after the hang
     assert usage.busy_s >= 8
+
+
+@pytest.mark.skipif(not __import__("core.evaluate.sandbox", fromlist=["x"]).confinement().confined,
+                    reason="this machine allows no confinement")
+def test_a_hostile_candidate_under_an_instrument_finds_no_secret_and_writes_nothing_outside(tmp_path, monkeypatch):
+    from hostile_candidate import findings, hostile_report, hostile_source
+
+    canary = "sk-canary-instrument-0123456789"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(f"export KF_INSTRUMENT_WORD={canary}\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KF_INSTRUMENT_WORD", canary)
+    from core.secrets import take_secrets
+
+    take_secrets(["KF_INSTRUMENT_WORD"])  # as Fleet.open does with the run's key
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write_problem(tmp_path / "problems")
+    problem = load_problems([str(tmp_path / "problems")]).problems[0]
+    source = hostile_source(canary, str(home), [str(outside / "escaped"), str(home / "escaped")], "x, w, out")
+
+    async def main():
+        async with EvaluationPool("cpu", spare=False, readable=[str(tmp_path / "problems")]) as pool:
+            prepared = await prepare(_solution(problem, source))
+            return await Inspector(pool.run_confined, device="cpu", timeout_s=60).profile(problem, prepared, 0)
+
+    result = anyio.run(main)
+    report = hostile_report(result.text)
+    assert report["nfound"] == 0 and report["written"] == [] and report["home"] == [], findings(report)
+    assert report["n"] <= 4  # its own PID namespace: the launcher's init, the instrument, itself
+    assert not (outside / "escaped").exists() and not (home / "escaped").exists()

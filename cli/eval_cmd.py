@@ -28,11 +28,12 @@ from rich.text import Text
 from core.errors import SpecError
 from core.problem import ProblemInvalid, load_problem
 from core.problem.load import WORKLOAD_FILE
+from core.evaluate.trace import NOT_RUN, WorkloadResult, overall, workload_results
+from core.evaluate.trace import traces as trace_records
 from core.problem.schema import Problem
-from core.roofline.problem_sol import SolModel, gpu_name_from_smi, speed_of_light
+from core.roofline.problem_sol import SolModel
 
 QUICK_TIMING = dict(warmup_calls=1, min_calls=5, max_calls=40, target_seconds=0.01, device_check_calls=3)
-NOT_RUN = "NOT_RUN"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -156,20 +157,6 @@ def _check_device_fits(solution, solution_path: Path, kind, device: str) -> None
                              "(--device cpu runs pytorch solutions only)")
 
 
-def sol_score(t_ms: float | None, tb_ms: float | None, ts_ms: float | None) -> tuple[float | None, str]:
-    if t_ms is None or tb_ms is None or ts_ms is None:
-        return None, ""
-    try:
-        from core.roofline import SolScoreError
-        from core.roofline import sol_score as score
-    except ImportError:
-        return None, "core.roofline unavailable"
-    try:
-        return score(t_ms, tb_ms, ts_ms), ""
-    except SolScoreError as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -220,45 +207,43 @@ def run_eval(args: argparse.Namespace) -> int:
 
 async def _evaluate(args, problem: Problem, solution, indices: list[int], device: str, err: Console) -> Outcome:
     from core.build import BuildService
-    from core.evaluate import EvaluationPool, TimingPolicy
-    from core.evaluate.evaluate import compile_error_verdict, evaluate_prepared
+    from core.evaluate import TimingPolicy
+    from core.evaluate.evaluate import compile_error_verdict
+    from core.evaluate.evaluator import EvaluationRequest
+    from core.evaluate.local import LocalEvaluator
     from core.solution.prepare import prepare
 
     policy = TimingPolicy(**QUICK_TIMING) if args.quick_timing else TimingPolicy()
-    service = BuildService()
+    blob_roots = tuple(str(p) for p in args.blob_root)
+    builds = BuildService()
     with err.status("building", spinner="dots"):
         try:
-            prepared = await prepare(solution, service)
+            prepared = await prepare(solution, builds)
         except SpecError as exc:
             raise InputFault(str(exc)) from None
-    if not prepared.ok:
+    if not prepared.ok:  # reported without starting any worker
         verdict = compile_error_verdict(prepared, indices)
         return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
                        device_name=_device_label(device, ""))
     _check_device_fits(solution, args.solution, prepared.kind, device)
-
-    outcome = Outcome(problem, solution, indices, device, verdict=None)
-    blob_roots = tuple(str(p) for p in args.blob_root)
-    async with EvaluationPool(device, spare=False, workload_timeout_s=args.timeout,
-                              readable=[problem.path, *blob_roots]) as pool:
+    async with LocalEvaluator(device, builds=builds, spare=False, workload_timeout_s=args.timeout,
+                              readable=[problem.path, *blob_roots]) as evaluator:
+        outcome = Outcome(problem, solution, indices, device, verdict=None)
         if args.no_baseline:
             outcome.baseline_note = "T_b not measured (--no-baseline)"
         else:
             with err.status("measuring the baseline T_b (eager and torch.compile of the reference; cached after "
                             "the first run)", spinner="dots"):
-                for result in await pool.baseline(problem, indices, timing=policy,
-                                                  compile_timeout_s=args.compile_timeout, blob_roots=blob_roots):
+                for result in await evaluator.baseline(problem, indices, timing=policy,
+                                                       compile_timeout_s=args.compile_timeout,
+                                                       blob_roots=blob_roots):
                     outcome.baselines[result.index] = result
-        names = [b.device_name for b in outcome.baselines.values() if b.device_name]
-        gpu_name = names[0] if names else (gpu_name_from_smi() if device == "cuda" else "")
-        outcome.device_name = _device_label(device, gpu_name)
+        outcome.device_name = _device_label(device, evaluator.device_model if device == "cuda" else "")
         with err.status("computing the speed of light T_sol", spinner="dots"):
-            outcome.sol = speed_of_light(problem, indices, device, gpu_name)
-        sol_ms = dict(outcome.sol.t_sol_ms) if outcome.sol.enforce else None
+            outcome.sol = await evaluator.speed_of_light(problem, indices)
         with err.status(f"evaluating on {device}", spinner="dots"):
-            outcome.verdict = await evaluate_prepared(
-                pool, problem, prepared, workloads=tuple(indices), rounds=args.rounds, timing=policy,
-                sol_ms=sol_ms, blob_roots=blob_roots)
+            request = EvaluationRequest(problem, solution, tuple(indices), args.rounds, policy, 0, blob_roots)
+            outcome.verdict = (await evaluator.evaluate_prepared(request, prepared)).verdict
     return outcome
 
 
@@ -269,73 +254,27 @@ def _device_label(device: str, gpu_name: str) -> str:
 # ---------------------------------------------------------------- results per workload
 
 
-@dataclass(frozen=True)
-class Row:
-    index: int
-    status: str
-    reason: str
-    time_ms: float | None
-    spread: float | None
-    calls: int | None
-    timing_method: str
-    errors: Any  # ErrorStats | None
-    baseline: Any  # WorkloadBaseline | None
-    t_b_ms: float | None
-    speedup: float | None
-    t_sol_ms: float | None
-    sol: float | None
-    sol_note: str
+def rows(outcome: Outcome) -> list[WorkloadResult]:
+    return workload_results(outcome.verdict, outcome.indices, outcome.baselines, outcome.sol)
 
 
-def rows(outcome: Outcome) -> list[Row]:
-    by_index = {w.index: w for w in outcome.verdict.workloads}
-    stopped = next((w for w in outcome.verdict.workloads if not w.passed and w.status.value != "UNAVAILABLE"), None)
-    result = []
-    for index in outcome.indices:
-        verdict = by_index.get(index)
-        baseline = outcome.baselines.get(index)
-        t_b = baseline.baseline_ms if baseline is not None else None
-        t_sol = outcome.sol.t_sol_ms.get(index)
-        if verdict is None:
-            why = f"the evaluation stopped after workload {stopped.index}" if stopped else "not evaluated"
-            result.append(Row(index, NOT_RUN, why, None, None, None, "", None, baseline, t_b, None, t_sol, None, ""))
-            continue
-        timing = verdict.timing
-        passed = verdict.status.value == "PASSED"
-        time_ms = timing.median_ms if timing is not None else None
-        speedup = t_b / time_ms if passed and t_b and time_ms else None
-        score, note = sol_score(time_ms, t_b, t_sol) if passed else (None, "")
-        errors = verdict.errors if verdict.status.value in ("PASSED", "INCORRECT_NUMERICAL") else None
-        result.append(Row(index, verdict.status.value, verdict.reason, time_ms,
-                          timing.spread if timing else None, timing.calls if timing else None,
-                          timing.method if timing else "", errors, baseline, t_b, speedup, t_sol, score, note))
-    return result
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def summary_line(outcome: Outcome, table_rows: list[Row]) -> str:
+def summary_line(outcome: Outcome, table_rows: list[WorkloadResult]) -> str:
+    """The verdict and the solution's figures: the geomean speedup and the SOL score of the geomeans, the same
+    formula as the run store and ``kernelfleet report`` (``core.roofline.sol.overall_figures``)."""
     verdict = outcome.verdict
-    evaluated = [r for r in table_rows if r.status not in ("UNAVAILABLE", NOT_RUN)]
-    passed = [r for r in evaluated if r.status == "PASSED"]
-    counted = f"{len(passed)}/{len(evaluated)} workloads"
+    figures = overall(table_rows)
+    counted = f"{figures.passed}/{figures.evaluated} workloads"
     if verdict.status.value != "PASSED":
         first = (verdict.reason or "").splitlines()[0] if verdict.reason else ""
         return f"{verdict.status.value} ({counted} passed): {first}".rstrip(": ")
     parts = [f"PASSED {counted}"]
-    speedups = [r.speedup for r in passed if r.speedup]
-    if speedups and len(speedups) == len(passed):
-        parts.append(f"geomean speedup {_geomean(speedups):.2f}x")
-    elif speedups:
-        parts.append(f"geomean speedup {_geomean(speedups):.2f}x over {len(speedups)} with T_b")
+    if figures.speedup is not None:
+        parts.append(f"geomean speedup {figures.speedup:.2f}x"
+                     + (f" over {figures.with_t_b} with T_b" if figures.with_t_b != figures.passed else ""))
     else:
         parts.append("speedup n/a (no T_b)")
-    scores = [r.sol for r in passed if r.sol is not None]
-    if scores:
-        parts.append(f"mean SOL {sum(scores) / len(scores):.2f}"
-                     + (f" over {len(scores)}" if len(scores) != len(passed) else ""))
+    if figures.sol is not None:
+        parts.append(f"SOL {figures.sol:.2f}")
     else:
         parts.append("SOL n/a (no T_sol)" if not outcome.sol.t_sol_ms else "SOL n/a")
     return ", ".join(parts)
@@ -394,7 +333,7 @@ def _print_report(outcome: Outcome, out: Console | None = None) -> None:
     out.print(summary_line(outcome, table_rows), markup=False, soft_wrap=True)
 
 
-def _notes(outcome: Outcome, table_rows: list[Row]) -> list[str]:
+def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
     lines = []
     if outcome.build_errors:
         lines.append("build errors:")
@@ -432,76 +371,11 @@ def _notes(outcome: Outcome, table_rows: list[Row]) -> list[str]:
 
 
 def traces(outcome: Outcome) -> list[dict[str, Any]]:
-    """One trace per evaluated workload, shaped like SOL-ExecBench's ``Trace`` (definition, workload, solution,
-    evaluation with status/log/environment/timestamp and, as upstream requires, ``correctness`` only for PASSED
-    and INCORRECT_NUMERICAL and ``performance`` only for PASSED), plus kernelfleet's own fields under
-    ``"kernelfleet"``. Non-finite numbers are written as the strings "Infinity", "-Infinity" and "NaN" (as
-    upstream serialises them), so every line is valid JSON."""
+    """One SOL-ExecBench-shaped trace per evaluated workload (``core.evaluate.trace.Trace``), as JSON-ready dicts."""
     import torch
 
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    environment = {"hardware": outcome.device_name or outcome.device, "libs": {"torch": torch.__version__}}
-    protections = list(outcome.verdict.protections)
-    found = []
-    for row in rows(outcome):
-        if row.status == NOT_RUN:
-            continue
-        workload = outcome.problem.workloads[row.index]
-        evaluation: dict[str, Any] = {"status": row.status, "log": row.reason, "environment": environment,
-                                      "timestamp": timestamp}
-        if row.errors is not None:
-            evaluation["correctness"] = {"max_relative_error": row.errors.max_rel_error,
-                                         "max_absolute_error": row.errors.max_abs_error,
-                                         "matched_ratio": row.errors.matched_ratio,
-                                         "extra": {"worst_output": row.errors.output}}
-        if row.status == "PASSED" and row.time_ms is not None:
-            performance: dict[str, Any] = {"latency_ms": row.time_ms}
-            if row.t_b_ms is not None:
-                performance["reference_latency_ms"] = row.t_b_ms
-                performance["speedup_factor"] = row.speedup
-            evaluation["performance"] = performance
-        baseline = row.baseline
-        found.append(_finite({
-            "definition": outcome.problem.name,
-            "workload": {"uuid": workload.uuid, "axes": dict(workload.axes),
-                         "inputs": {n: _input_json(s) for n, s in workload.inputs.items()}},
-            "solution": outcome.solution.name,
-            "evaluation": evaluation,
-            "kernelfleet": {
-                "workload_index": row.index,
-                "device": outcome.device,
-                "latency_ms": row.time_ms,
-                "spread": row.spread,
-                "timing_calls": row.calls,
-                "timing_method": row.timing_method,
-                "t_sol_ms": row.t_sol_ms,
-                "t_sol_note": outcome.sol.note(row.index) if row.t_sol_ms is None else "",
-                "sol_score": row.sol,
-                "sol_score_note": row.sol_note,
-                "baseline": None if baseline is None else {
-                    "t_b_ms": baseline.baseline_ms, "method": baseline.method, "eager_ms": baseline.eager_ms,
-                    "compiled_ms": baseline.compiled_ms, "compile_reason": baseline.compile_reason,
-                    "error": baseline.error, "cached": baseline.cached},
-                "protections": protections,
-            },
-        }))
-    return found
-
-
-def _input_json(source) -> dict[str, Any]:
-    data: dict[str, Any] = {"type": source.kind.value}
-    if source.kind.value == "scalar":
-        data["value"] = source.value
-    elif source.kind.value == "safetensors":
-        data.update(path=source.path, tensor_key=source.tensor_key)
-    return data
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+    return [t.to_dict() for t in trace_records(outcome.problem, outcome.solution.name, rows(outcome),
+                                               device=outcome.device, device_name=outcome.device_name,
+                                               protections=outcome.verdict.protections, sol=outcome.sol,
+                                               libs={"torch": torch.__version__}, timestamp=timestamp)]

@@ -331,10 +331,14 @@ class EvaluationPool:
                 await slot.spare.wait_ready()
 
     async def submit(self, job: EvalJob, priority: int = 0) -> Verdict:
+        return (await self.submit_placed(job, priority))[0]
+
+    async def submit_placed(self, job: EvalJob, priority: int = 0) -> tuple[Verdict, int | None]:
+        """The verdict and the GPU index it was evaluated on (None on the CPU)."""
         async with self._holding(priority) as (slot, waited):
             self.usage.queue_wait_s += waited
             try:
-                return await self._evaluate(slot, job)
+                return await self._evaluate(slot, job), slot.gpu
             finally:
                 self.usage.jobs += 1
 

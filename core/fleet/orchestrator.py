@@ -9,12 +9,11 @@ or counted twice.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,21 +22,25 @@ import anyio
 
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
-from core.evaluate import EvaluationPool, TimingPolicy
+from core.evaluate import TimingPolicy
 from core.evaluate.baseline import METHOD_COMPILED
+from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
-from core.fleet.agent import Agent, AgentIdentity, WorkOutcome
+from core.fleet.agent import AgentIdentity, WorkOutcome
+from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy, content_hash
 from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.composite import CompositeError, compose
-from core.fleet.facts import RunFacts, gather_facts
+from core.fleet.facts import RunFacts, facts_from_probe, gather_facts
 from core.fleet.gpus import detect_gpus
+from core.fleet.kinds import AgentKind, registered
+from core.fleet.record import Recorded
 from core.fleet.seeds import pick_seed
-from core.fleet.tuner import TunerAgent
-from core.fleet.workbench import Workbench, content_hash, finish, run_evaluation
+from core.fleet.workbench import BenchServices, Workbench
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
 from core.planner.profiles import choose_escalation, choose_switch, profile_specs, round_robin
 from core.store.controls import COMMANDS
 from core.problem import load_problems
+from core.roofline.sol import geomean
 from core.problem.schema import Problem
 from core.secrets import redact, take_secrets
 from core.solution.io import parse_solution, solution_to_dict
@@ -58,32 +61,27 @@ class FleetError(Exception):
 
 
 EventSink = Callable[[str, str, str, str], None]  # kind, message, agent name, problem key
-# (problem, solution, workloads, priority) -> (verdict, build report)
-Evaluator = Callable[[Problem, Solution, "tuple[int, ...] | None", int], Awaitable[tuple[Verdict, "dict | None"]]]
 
 
 class Fleet:
     def __init__(self, run_dir: str | Path, config: FleetConfig | None = None, problem_paths: list[str] | None = None,
                  *, resume: bool = False, on_event: EventSink | None = None,
-                 agent_factories: dict[str, Callable[[FleetConfig], Agent]] | None = None,
-                 blob_roots: tuple[str, ...] = (), pool_factory: Callable[[Fleet], Any] | None = None,
-                 evaluator: Evaluator | None = None):
+                 agent_kinds: dict[str, AgentKind] | None = None, blob_roots: tuple[str, ...] = (),
+                 evaluator_factory: Callable[[Fleet], Evaluator] | None = None):
+        """``agent_kinds``: kinds beside (or replacing) the registered ones (``core.fleet.kinds``);
+        ``evaluator_factory``: the run's devices (default: this machine's, or the Ray cluster of
+        ``[cluster] ray_address``), called at run start."""
         self.run_dir = Path(run_dir)
         self.config = config or FleetConfig()
         self.problem_paths = [str(Path(p).resolve()) for p in (problem_paths or [])]
         self.resume = resume
         self.on_event = on_event
-        self.factories = {"tuner": lambda cfg: TunerAgent(cfg.tuner.trials_per_problem, cfg.tuner.seed,
-                                                           cfg.tuner.startup_trials),
-                          "llm": _llm_agent,
-                          **(agent_factories or {})}
+        self.kinds = {**registered(), **(agent_kinds or {})}
         self.blob_roots = blob_roots
-        # Both replaced only by bench/orchestrator_bench.py, to time the bookkeeping without GPUs.
-        self.pool_factory = pool_factory
-        self.evaluator = evaluator
-        self._spaces: dict[int | None, bool] = {}  # best attempt id -> whether a tuner can work on it
+        self.evaluator_factory = evaluator_factory
+        self._can_work: dict[tuple[str, int | None], bool] = {}  # (kind, best attempt id) -> can_work_on
+        self._judges: dict[str, Any] = {}  # kind -> the agent asked can_work_on
         self.timing: TimingPolicy = TimingPolicy()
-        self.sol_ms: dict[Path, dict[int, float]] = {}
         self.facts: RunFacts | None = None  # the machine and the run, gathered at each start
         self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
         self.assignment: dict[int, int | None] = {}  # agent id -> problem id
@@ -93,7 +91,6 @@ class Fleet:
         self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
         self.prepared_all = False
-        self._tracing = anyio.Lock()  # torch's dispatch-mode stack (the flop counter) is not per thread
         self.attempts_done = 0  # evaluated by this process
         self.finished = False
         self.stop_reason = ""
@@ -176,13 +173,17 @@ class Fleet:
             problem_id = self.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
             self.problems[problem_id] = problem
             self._keys[problem_id] = key
-        kinds = [("tuner", self.config.fleet.tuner_agents), ("llm", self.config.fleet.llm_agents)]
-        for kind, count in kinds:
-            for n in range(1, count + 1):
-                profile = round_robin(n, profile_specs(tuple(self.profiles.values()))) if kind == "llm" else ""
-                model = self.profiles[profile].llm.model if kind == "llm" else "optuna-tpe"
-                agent_id = self.store.add_agent(f"{kind}-{n}", kind, model, profile)
-                self._names[agent_id] = f"{kind}-{n}"
+        for kind in self.kinds.values():
+            for n in range(1, kind.count(self.config) + 1):
+                profile = round_robin(n, profile_specs(tuple(self.profiles.values()))) if kind.name == "llm" else ""
+                model = self.profiles[profile].llm.model if profile else kind.model(self.config)
+                self.store.add_agent(f"{kind.name}-{n}", kind.name, model, profile)
+        for agent in self.store.agents():
+            self._names[agent.id] = agent.name
+        unknown = sorted({a.kind for a in self.store.agents()} - set(self.kinds))
+        if unknown:
+            raise FleetError(f"{self.run_dir}: agents of unknown kind {', '.join(unknown)} (registered: "
+                             f"{', '.join(self.kinds)})")
         for n, agent in enumerate((a for a in self.store.agents() if a.kind == "llm"), start=1):
             # An older store's agents have no profile, and a resumed one keeps its own.
             profile = agent.profile if agent.profile in self.profiles else \
@@ -193,6 +194,7 @@ class Fleet:
                 self.store.update_agent(agent.id, state="idle", problem_id=None)
             self.assignment[agent.id] = agent.problem_id if agent.problem_id in self.problems else None
         self.budgets = Budgets(self.store, self.config.budgets)
+        self.builds = BuildService()
         self._started = self.store.run_info().created_at
 
     # ---------------------------------------------------------------- the run
@@ -200,25 +202,22 @@ class Fleet:
     async def run(self) -> str:
         """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
         self.open()
-        self.builds = BuildService()
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self.stop_reason:
                 scope.cancel()
-            pool_cm = self.pool_factory(self) if self.pool_factory else EvaluationPool(
-                self.device, self.gpus or None, spare=self.config.gpus.spare,
-                workload_timeout_s=self.config.gpus.workload_timeout_s,
-                readable=[*self.problem_paths, *self.blob_roots])
-            async with pool_cm as pool:
-                self.pool = pool
+            async with self._make_evaluator() as evaluator:
+                self.evaluator = evaluator
+                policy = EvaluationPolicy(self.config.evaluation.rounds, self.timing, self.blob_roots,
+                                          self.config.planner.plateau_min_gain)
+                self.life = AttemptLife(self.store, evaluator, policy)
+                self.services = self.bench_services(evaluator)
                 self.store.set_run_state("running")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
                                   f"{len(self._names)} agents, device {self.device}"
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
-                if getattr(pool, "confinement", None) is not None:
-                    self.event("log", pool.confinement.summary())
-                if getattr(pool, "core_plan", None) is not None:
-                    self.event("log", pool.core_plan.describe())
+                for line in evaluator.describe():
+                    self.event("log", line)
                 try:
                     async with anyio.create_task_group() as tg:
                         self._tasks = tg
@@ -235,13 +234,52 @@ class Fleet:
                             await sys.modules["core.llm"].LlmClient.close_shared()
         state = "finished" if self.finished else "stopped"
         self._record_metrics()
-        usage = getattr(getattr(self, "pool", None), "usage", None)
+        usage = self._usage()
         if usage is not None and usage.wanted_s > 0:
             self.event("log", f"pool since this start: {usage.summary()}")
         self.store.set_run_state(state)
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
         self.store.close()
         return state
+
+    def _make_evaluator(self) -> Evaluator:
+        if self.evaluator_factory is not None:
+            return self.evaluator_factory(self)
+        options = dict(spare=self.config.gpus.spare, workload_timeout_s=self.config.gpus.workload_timeout_s,
+                       readable=[*self.problem_paths, *self.blob_roots])
+        address = getattr(getattr(self.config, "cluster", None), "ray_address", "")
+        if address:
+            from core.cluster import RayEvaluator  # only runs on a Ray cluster import Ray
+
+            return RayEvaluator(address, self.device, **options)
+        from core.evaluate.local import LocalEvaluator
+
+        return LocalEvaluator(self.device, self.gpus, builds=self.builds, device_model=self.gpu_name or None,
+                              **options)
+
+    def bench_services(self, evaluator: Evaluator | None = None) -> BenchServices:
+        """What every workbench of this run is given (after ``open``; the evaluator once the run started)."""
+        def reviewer():
+            if getattr(self, "reviewer", None) is None:
+                from core.llm.review import Reviewer, reviewer_config
+
+                self.reviewer = Reviewer(reviewer_config(self.config))
+            return self.reviewer
+
+        def device_seconds(problem_id: int, seconds: float) -> None:
+            self.activity.setdefault(problem_id, deque()).append((time.time(), seconds, 0.0))
+
+        return BenchServices(
+            self.store, self.config, self.builds, self.budgets, evaluator, self._attempt, self.event,
+            facts=lambda: self.facts or facts_from_probe(self.device, self.config.fleet.languages),
+            references=lambda: {pid: p.definition.reference for pid, p in self.problems.items()},
+            device_seconds=device_seconds, reviewer=reviewer, device=self.device, blob_roots=self.blob_roots)
+
+    def _many_nodes(self) -> bool:
+        return len({p.node for p in self.evaluator.placements()}) > 1
+
+    def _usage(self):
+        return getattr(getattr(self, "evaluator", None), "usage", None)
 
     async def _gather_facts(self) -> None:
         # A child process and nvidia-smi (seconds on a GPU): alongside the preparation, before any agent's brief.
@@ -276,13 +314,10 @@ class Fleet:
         row = self.store.problem(problem_id)
         runnable = [w.index for w in problem.workloads if not w.unavailable]
         if not row.workloads and runnable:
-            from core.roofline.problem_sol import speed_of_light
-
-            async with self._tracing:
-                sol = await anyio.to_thread.run_sync(speed_of_light, problem, runnable, self.device, self.gpu_name)
+            sol = await self.evaluator.speed_of_light(problem, runnable)
             compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
-            baselines = await self.pool.baseline(problem, runnable, timing=self.timing, compile_timeout_s=compile_s,
-                                                 blob_roots=self.blob_roots)
+            baselines = await self.evaluator.baseline(problem, runnable, timing=self.timing,
+                                                      compile_timeout_s=compile_s, blob_roots=self.blob_roots)
             infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
                                   b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
                                   b.compile_reason, b.timing_method, sol.bound.get(b.index, "")) for b in baselines]
@@ -290,42 +325,36 @@ class Fleet:
             self.event("log", f"baseline measured on {len(infos)} workloads"
                               + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
                                  if sol.unavailable else "") + _compile_outcome(baselines), problem_id=problem_id)
-            row = self.store.problem(problem_id)
-            if sol.enforce:
-                self.sol_ms[problem.path] = dict(sol.t_sol_ms)
-        elif row.workloads and self.device == "cuda":
-            self.sol_ms[problem.path] = {w.index: w.t_sol_ms for w in row.workloads if w.t_sol_ms}
+        elif row.workloads:
+            self.evaluator.remember_sol(problem, {w.index: w.t_sol_ms for w in row.workloads if w.t_sol_ms})
         for pending in self.store.attempts(problem_id, state="pending"):
             self.event("log", f"re-evaluating attempt {pending.id}, interrupted by the last stop",
                        agent_id=pending.agent_id, problem_id=problem_id)
-            await self.evaluate_attempt(problem, pending.id, parse_solution(pending.solution), pending.workloads)
+            await self._complete(problem_id, pending.id, parse_solution(pending.solution), pending.workloads)
         if not any(a.note == "seed" for a in self.store.attempts(problem_id)):
             solution, origin = pick_seed(problem, self.device, tuple(self.config.fleet.languages))
-            as_dict = solution_to_dict(solution)
-            attempt_id = self.store.begin_attempt(problem_id, None, as_dict, language=solution.spec.languages[0].value,
-                                                  note="seed", content_hash=content_hash(as_dict))
-            recorded = await self.evaluate_attempt(problem, attempt_id, solution, None)
+            recorded = await self._attempt(problem_id, Candidate(solution, note="seed"))
             self.event("log", f"seed from {origin}: {_outcome_line(recorded.attempt)}", problem_id=problem_id)
 
-    async def evaluate_attempt(self, problem: Problem, attempt_id: int, solution: Solution,
-                               workloads: tuple[int, ...] | None, *, decided: Verdict | None = None):
-        """Evaluate a pending attempt and record the result; ``decided``: a verdict reached before any build (a
-        static check, the reviewer), recorded as it is without an evaluation."""
-        problem_id = next(pid for pid, p in self.problems.items() if p is problem)
-        row = self.store.problem(problem_id)
-        if decided is not None:
-            verdict, build = decided, None
-        elif self.evaluator is not None:
-            verdict, build = await self.evaluator(problem, solution, workloads, row.priority)
-        else:
-            verdict, build = await run_evaluation(self, problem, solution, workloads, priority=row.priority)
-        recorded = finish(self, attempt_id, verdict, build, self.store.problem(problem_id).workloads)
+    async def _attempt(self, problem_id: int, candidate: Candidate, decided: Verdict | None = None) -> Recorded:
+        """Begin, evaluate and record an attempt (``core.fleet.attempt``); ``decided``: a verdict reached before
+        any build (a static check, the reviewer), recorded as it is without an evaluation."""
+        attempt_id = self.life.begin(problem_id, candidate)
+        return await self._complete(problem_id, attempt_id, candidate.solution, candidate.workloads, decided)
+
+    async def _complete(self, problem_id: int, attempt_id: int, solution: Solution,
+                        workloads: tuple[int, ...] | None, decided: Verdict | None = None) -> Recorded:
+        """Evaluate and record a pending attempt, then what the run does after each: the event, the problem's
+        activity, and a composite of the frontier when a passing result may have changed it."""
+        problem = self.problems[problem_id]
+        recorded = await self.life.complete(problem_id, problem, attempt_id, solution, workloads, decided=decided)
         self.attempts_done += 1
         attempt = recorded.attempt
         history = self.activity.setdefault(problem_id, deque())
         history.append((time.time(), attempt.gpu_seconds, attempt.gain))
         agent = "composite" if attempt.composite else self._names.get(attempt.agent_id, "seed")
         self.event("attempt", f"attempt {attempt.id} by {agent}: {_outcome_line(attempt)}"
+                              + (f" on {attempt.node} GPU {attempt.gpu}" if self._many_nodes() else "")
                               + (" — new best" if recorded.new_best else "")
                               + (f" [{attempt.note}]" if attempt.note and attempt.note != "seed" else ""),
                    agent_id=attempt.agent_id, problem_id=problem_id)
@@ -386,15 +415,12 @@ class Fleet:
         self.budgets.check_evaluation(problem_id)
         note = "composite: " + "; ".join(f"attempt {m.attempt_id} on workload {', '.join(map(str, m.leads))}"
                                          for m in frontier)
-        attempt_id = self.store.begin_attempt(problem_id, None, as_dict, language=solution.spec.languages[0].value,
-                                              parent_id=members[0], parents=list(members), note=note,
-                                              content_hash=digest)
-        await self.evaluate_attempt(problem, attempt_id, solution, None)
+        await self._attempt(problem_id, Candidate(solution, parent_id=members[0], parents=members, note=note))
 
     # ---------------------------------------------------------------- agents
 
     async def _agent_loop(self, agent_id: int, kind: str) -> None:
-        impl = self.factories[kind](self.config)
+        impl = self.kinds[kind].make(self.config)
         while True:
             problem_id = self.assignment.get(agent_id)
             if problem_id is None or problem_id not in self.ready or self.facts is None:
@@ -409,7 +435,7 @@ class Fleet:
                 return self.assignment.get(agent_id) != pid or self.profile_of.get(agent_id, "") != profile
 
             best_before = self.store.problem(problem_id).best_attempt_id
-            bench = Workbench(self, identity, self.problems[problem_id], problem_id, should_stop)
+            bench = Workbench(self.services, identity, self.problems[problem_id], problem_id, should_stop)
             self.working.add(agent_id)
             self.store.update_agent(agent_id, state="working", problem_id=problem_id)
             spent = ""
@@ -467,23 +493,21 @@ class Fleet:
     def _eligible(self, problems) -> dict[str, frozenset[int]]:
         eligible: dict[str, set[int]] = {}
         rows = {p.id: p for p in problems}
-        for kind, factory in self.factories.items():
-            if kind == "tuner":
-                impl = factory(self.config)
-                ids = set()
-                for pid in self.ready:
-                    best_id = rows[pid].best_attempt_id
-                    if (kind, pid, best_id) in self.exhausted:
-                        continue
-                    if best_id not in self._spaces:
-                        self._spaces[best_id] = impl.can_work_on(
-                            self.store.attempt(best_id) if best_id is not None else None)
-                    if self._spaces[best_id]:
-                        ids.add(pid)
-                eligible[kind] = ids
-            else:
-                eligible[kind] = {pid for pid in self.ready
-                                  if (kind, pid, rows[pid].best_attempt_id) not in self.exhausted}
+        for kind in self.kinds.values():
+            judge = self._judges.get(kind.name)
+            if judge is None:
+                judge = self._judges[kind.name] = kind.make(self.config)
+            ids = set()
+            for pid in self.ready:
+                best_id = rows[pid].best_attempt_id
+                if (kind.name, pid, best_id) in self.exhausted:
+                    continue
+                if (kind.name, best_id) not in self._can_work:
+                    self._can_work[kind.name, best_id] = judge.can_work_on(
+                        self.store.attempt(best_id) if best_id is not None else None)
+                if self._can_work[kind.name, best_id]:
+                    ids.add(pid)
+            eligible[kind.name] = ids
         return {k: frozenset(v) for k, v in eligible.items()}
 
     # ---------------------------------------------------------------- planner and controls
@@ -556,7 +580,7 @@ class Fleet:
     async def _llm_plan_round(self, planner) -> None:
         from core.planner.llm_planner import fleet_state
 
-        usage = getattr(getattr(self, "pool", None), "usage", None)
+        usage = self._usage()
         state = fleet_state(self.store.problems(), self.store.agents(), self.store.totals(),
                             elapsed_s=time.time() - self._started, gpu_busy=usage.busy_fraction() if usage else None,
                             planner=self.config.planner, budgets=self.config.budgets)
@@ -676,20 +700,14 @@ class Fleet:
         sols = [p.best_sol for p in rows if p.best_sol is not None]
         speedups = [p.best_speedup for p in rows if p.best_speedup]
         totals = self.store.totals()
-        usage = getattr(getattr(self, "pool", None), "usage", None)
+        usage = self._usage()
         self.store.add_metric(
             fleet_mean_sol=statistics.fmean(sols) if sols else None,
-            geomean_speedup=math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None,
+            geomean_speedup=geomean(speedups) if speedups else None,
             gpu_busy=usage.busy_fraction() if usage else None,
             queue_wait_s=usage.queue_wait_s / usage.jobs if usage and usage.jobs else None,
             attempts=int(totals["attempts"]), tokens=int(totals["tokens"]), dollars=float(totals["dollars"]),
             active_problems=sum(p.status == "active" for p in rows))
-
-
-def _llm_agent(config: FleetConfig) -> Agent:
-    from core.llm import LlmAgent  # the openai client is imported only by runs that have LLM agents
-
-    return LlmAgent(config)
 
 
 def _outcome_line(attempt) -> str:

@@ -6,6 +6,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from core.evaluate.evaluator import Placement
 from core.fleet.frontier import compute_frontier
 from core.fleet.scoring import AttemptFigures, improvement, is_better
 from core.store.model import AttemptRow, frontier_member_to_dict
@@ -20,14 +21,17 @@ class Recorded:
 
 
 def record_result(store: RunStore, attempt_id: int, *, status: str, reason: str, verdict: dict | None,
-                  build: dict | None, figures: AttemptFigures, plateau_min_gain: float) -> Recorded:
+                  build: dict | None, figures: AttemptFigures, plateau_min_gain: float,
+                  placement: Placement | None = None) -> Recorded:
     with store.transaction():
         pending = store.attempt(attempt_id)
         if pending is None or pending.state != "pending":
             raise ValueError(f"attempt {attempt_id} is not pending")
         store.finish_attempt(attempt_id, status=status, reason=reason, verdict=verdict, build=build,
                              times_ms=figures.times_ms, speedup=figures.speedup, sol=figures.sol,
-                             gpu_seconds=figures.gpu_seconds)
+                             gpu_seconds=figures.gpu_seconds, node=placement.node if placement else "",
+                             gpu=placement.gpu if placement else None,
+                             device_model=placement.device_model if placement else "")
         problem = store.problem(pending.problem_id)
         passed = status == "PASSED"
         # Tokens and dollars are not here: every model call adds its own when it returns (RunStore.add_llm_call).

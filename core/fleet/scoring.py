@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from core.evaluate.verdict import Status, Verdict
-from core.roofline.sol import SolScoreError, sol_score
+from core.roofline.sol import overall_figures
 from core.store.model import WorkloadInfo
 
 
@@ -18,26 +18,14 @@ class AttemptFigures:
     gpu_seconds: float
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def attempt_figures(verdict: Verdict, workloads: tuple[WorkloadInfo, ...]) -> AttemptFigures:
     times = {w.index: w.timing.median_ms for w in verdict.workloads
              if w.status is Status.PASSED and w.timing is not None and w.timing.median_ms > 0}
     if verdict.status is not Status.PASSED:
         return AttemptFigures(times, None, None, verdict.seconds)
     info = {w.index: w for w in workloads}
-    with_tb = [(times[i], info[i].t_b_ms) for i in times if i in info and info[i].t_b_ms]
-    speedup = _geomean([tb for _, tb in with_tb]) / _geomean([tk for tk, _ in with_tb]) if with_tb else None
-    with_all = [(times[i], info[i].t_b_ms, info[i].t_sol_ms) for i in times
-                if i in info and info[i].t_b_ms and info[i].t_sol_ms]
-    sol = None
-    if with_all and len(with_all) == len(with_tb):
-        try:
-            sol = sol_score(*(_geomean([row[k] for row in with_all]) for k in range(3)))
-        except SolScoreError:
-            sol = None
+    speedup, sol = overall_figures([(tk, info[i].t_b_ms if i in info else None, info[i].t_sol_ms if i in info
+                                     else None) for i, tk in times.items()])
     return AttemptFigures(times, speedup, sol, verdict.seconds)
 
 

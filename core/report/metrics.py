@@ -14,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
+from core.roofline.sol import geomean
 from core.store.model import MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
@@ -69,9 +70,7 @@ def problem_summaries(reader: Queries) -> list[ProblemSummary]:
 
 
 def _geomean(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return geomean(values) if values else None
 
 
 def fleet_summary(problems: Sequence[ProblemSummary], totals: dict[str, float] | None = None, *,

@@ -195,5 +195,21 @@ def summarize_problem(t_kernel: Sequence[float], t_baseline: Sequence[float], t_
                       workloads=len(t_kernel))
 
 
+def overall_figures(workloads: Sequence[tuple[float, float | None, float | None]]) -> tuple[float | None, float | None]:
+    """The one formula for a solution's figures over its passed workloads, each ``(T_k, T_b, T_sol)`` with T_b and
+    T_sol None where unknown: (speedup, SOL). The speedup is geomean T_b / geomean T_k over the workloads with T_b;
+    the SOL is the score of the geomeans (``summarize_problem``), given only when every workload with T_b has
+    T_sol too, and None where the score is undefined."""
+    with_tb = [(tk, tb) for tk, tb, _ in workloads if tb]
+    if not with_tb:
+        return None, None
+    speedup = geomean([tb for _, tb in with_tb]) / geomean([tk for tk, _ in with_tb])
+    with_all = [(tk, tb, ts) for tk, tb, ts in workloads if tb and ts]
+    if len(with_all) != len(with_tb):
+        return speedup, None
+    summary = summarize_problem(*(list(column) for column in zip(*with_all)))
+    return speedup, summary.score
+
+
 __all__ = ["Conventions", "DegenerateBaseline", "ImpossibleTime", "ProblemSol", "SolScoreError", "SolTime",
-           "geomean", "matmul_rate", "sol_score", "summarize_problem", "t_sol", "workload_sol"]
+           "geomean", "matmul_rate", "overall_figures", "sol_score", "summarize_problem", "t_sol", "workload_sol"]

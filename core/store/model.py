@@ -122,6 +122,9 @@ class AttemptRow:
     parents: tuple[int, ...] = ()  # parent_id first; a composite lists each of its members
     profile: str = ""  # the model profile of its agent when it was made ("" for seeds and tuners)
     gain: float = 0.0  # the best-SOL gain the planner counts for it (core.fleet.record): > 0 only for a new best
+    node: str = ""  # where it was evaluated: the host or Ray node ("" before it was, or when nothing ran)
+    gpu: int | None = None  # the GPU index there (None on the CPU)
+    device_model: str = ""  # e.g. "NVIDIA H200", or "cpu"
 
     @property
     def passed(self) -> bool:
@@ -289,7 +292,7 @@ def attempt_from_row(r) -> AttemptRow:
                       _loads(r["build_json"], None), _loads(r["verdict_json"], None), r["status"], r["reason"],
                       {int(k): v for k, v in _loads(r["times_json"], {}).items()}, r["speedup"], r["sol"],
                       bool(r["full"]), r["gpu_seconds"], r["content_hash"], tuple(_loads(r["parents_json"], [])),
-                      r["profile"], r["gain"])
+                      r["profile"], r["gain"], r["node"], r["gpu"], r["device_model"])
 
 
 def llm_call_from_row(r) -> LlmCallRow:

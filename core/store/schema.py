@@ -178,6 +178,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN profile TEXT NOT NULL DEFAULT '';
     ALTER TABLE attempts ADD COLUMN gain REAL NOT NULL DEFAULT 0;
     """,
+    # 6: where each attempt was evaluated (``core.evaluate.evaluator.Placement``): a run may span several hosts and
+    # GPU models, and a time means something only with the device it was measured on.
+    """
+    ALTER TABLE attempts ADD COLUMN node TEXT NOT NULL DEFAULT '';
+    ALTER TABLE attempts ADD COLUMN gpu INTEGER;
+    ALTER TABLE attempts ADD COLUMN device_model TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

@@ -169,16 +169,18 @@ class RunStore(Queries):
 
     def finish_attempt(self, attempt_id: int, *, status: str, reason: str = "", verdict: dict[str, Any] | None = None,
                        build: dict[str, Any] | None = None, times_ms: dict[int, float] | None = None,
-                       speedup: float | None = None, sol: float | None = None, gpu_seconds: float = 0.0) -> bool:
+                       speedup: float | None = None, sol: float | None = None, gpu_seconds: float = 0.0,
+                       node: str = "", gpu: int | None = None, device_model: str = "") -> bool:
         """Complete a pending attempt; False (and nothing written) if it was already complete."""
         cursor = self.conn.execute(
             "UPDATE attempts SET state = 'done', finished_at = ?, status = ?, reason = ?, verdict_json = ?, "
-            "build_json = ?, times_json = ?, speedup = ?, sol = ?, gpu_seconds = ? WHERE id = ? AND state = 'pending'",
+            "build_json = ?, times_json = ?, speedup = ?, sol = ?, gpu_seconds = ?, node = ?, gpu = ?, "
+            "device_model = ? WHERE id = ? AND state = 'pending'",
             (time.time(), status, self.redact(reason[:2000]),
              self.redact(json.dumps(verdict)) if verdict is not None else None,
              self.redact(json.dumps(build)) if build is not None else None,
              json.dumps({str(k): v for k, v in (times_ms or {}).items()}),
-             speedup, sol, gpu_seconds, attempt_id))
+             speedup, sol, gpu_seconds, node, gpu, device_model, attempt_id))
         return cursor.rowcount == 1
 
     def set_attempt_gain(self, attempt_id: int, gain: float) -> None:

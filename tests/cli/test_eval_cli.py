@@ -220,8 +220,9 @@ def test_gpu_eval_reports_baseline_t_sol_and_sol_score(cache_dir, honest_path):
 
 
 def test_speed_of_light_for_a_known_gpu_is_enforced_and_scored():
-    from cli.eval_cmd import sol_score, speed_of_light
+    from core.evaluate.trace import workload_sol as sol_score
     from core.problem import load_problem
+    from core.roofline.problem_sol import speed_of_light
 
     problem = load_problem(RMSNORM)
     model = speed_of_light(problem, [0, 3], "cuda", "NVIDIA H200")
@@ -302,3 +303,31 @@ def test_workload_selection_parsing():
     for bad in ("", "2-1", "-1", "x", "4-5"):
         with pytest.raises(InputFault):
             parse_workloads(bad, problem)
+
+
+def test_eval_prints_the_sol_the_store_records_for_the_same_verdict():
+    """One formula: ``kernelfleet eval``'s summary SOL is the score of the geomeans, as the run store (and so
+    ``kernelfleet report``) computes it, not the mean of the per-workload scores."""
+    from cli import eval_cmd
+    from core.evaluate import ErrorStats, Status, Timing, Verdict, WorkloadVerdict
+    from core.evaluate.baseline import WorkloadBaseline
+    from core.fleet.scoring import attempt_figures
+    from core.problem import load_problem
+    from core.solution.io import parse_solution
+    from core.store.model import WorkloadInfo
+
+    problem = load_problem(RMSNORM)
+    times, t_b, t_sol = {0: 0.0004, 1: 0.095}, {0: 0.01, 1: 0.1}, {0: 0.0003, 1: 0.001}
+    verdict = Verdict(Status.PASSED, "", tuple(
+        WorkloadVerdict(i, Status.PASSED, "", ErrorStats(), Timing(times[i], 0.01, 100, "cuda events"))
+        for i in (0, 1)))
+    baselines = {i: WorkloadBaseline(index=i, uuid=problem.workloads[i].uuid, baseline_ms=t_b[i], method="eager",
+                                     eager_ms=t_b[i]) for i in (0, 1)}
+    outcome = eval_cmd.Outcome(problem, parse_solution(solution()), [0, 1], "cuda", verdict, baselines,
+                               sol=eval_cmd.SolModel(t_sol_ms=t_sol, enforce=True), device_name="NVIDIA H200")
+    table_rows = eval_cmd.rows(outcome)
+    stored = attempt_figures(verdict, tuple(WorkloadInfo(i, "", t_b[i], t_sol[i]) for i in (0, 1)))
+    mean_of_scores = sum(r.sol for r in table_rows) / 2
+    assert abs(mean_of_scores - stored.sol) > 0.05  # the two formulas differ here, so the check below means something
+    summary = eval_cmd.summary_line(outcome, table_rows)
+    assert f"SOL {stored.sol:.2f}" in summary and f"geomean speedup {stored.speedup:.2f}x" in summary, summary

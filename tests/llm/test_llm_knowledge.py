@@ -180,8 +180,8 @@ def _open_fleet(tmp_path, problems: list[tuple[str, str, str]], languages=("pyto
 def _bench(fleet: Fleet, key: str, agent: str = "llm-1") -> Workbench:
     problem_id = next(pid for pid, k in fleet._keys.items() if k == key)
     agent_id = next(a.id for a in fleet.store.agents() if a.name == agent)
-    return Workbench(fleet, AgentIdentity(agent_id, agent, "llm"), fleet.problems[problem_id], problem_id,
-                     lambda: False)
+    return Workbench(fleet.bench_services(), AgentIdentity(agent_id, agent, "llm"), fleet.problems[problem_id],
+                     problem_id, lambda: False)
 
 
 def _record(fleet: Fleet, bench: Workbench, main: str, *, speedup: float, note: str = "") -> int:

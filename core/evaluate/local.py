@@ -1,0 +1,107 @@
+"""This machine's devices as an ``Evaluator``: builds with a ``BuildService``, evaluates in an ``EvaluationPool``,
+T_sol from ``core.roofline`` for the local GPU model."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from core.build import BuildService
+from core.evaluate.evaluate import build_and_evaluate, evaluate_built
+from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
+from core.evaluate.pool import EvaluationPool
+from core.evaluate.timing import TimingPolicy
+from core.problem.schema import Problem
+from core.roofline.problem_sol import SolModel
+from core.solution.prepare import PreparedSolution
+
+# torch's dispatch-mode stack (the flop counter behind T_sol) is per process, not per thread.
+_TRACING = anyio.Lock()
+
+
+class LocalEvaluator:
+    """``gpus``: CUDA indices as this process sees them (empty: GPU 0, or the CPU); ``pool_options`` go to
+    ``EvaluationPool`` (spare, workload_timeout_s, readable, ...)."""
+
+    def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, builds: BuildService | None = None,
+                 node: str | None = None, device_model: str | None = None, **pool_options: Any):
+        self.device = device
+        self.gpus = list(gpus) if gpus else []
+        self.builds = builds or BuildService()
+        self.node = node or socket.gethostname()
+        self._device_model = device_model
+        self.pool = EvaluationPool(device, self.gpus or None, **pool_options)
+        self.usage = self.pool.usage
+        self._sol: dict[Path, dict[int, float]] = {}  # problem folder -> T_sol enforced, per workload
+
+    async def __aenter__(self) -> LocalEvaluator:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def device_model(self) -> str:
+        if self._device_model is None:
+            from core.roofline.problem_sol import gpu_name_from_smi
+
+            self._device_model = gpu_name_from_smi(self.gpus[0] if self.gpus else 0) \
+                if self.device == "cuda" else "cpu"
+        return self._device_model
+
+    def placements(self) -> list[Placement]:
+        if self.device != "cuda":
+            return [Placement(self.node, None, "cpu")]
+        return [Placement(self.node, gpu, self.device_model) for gpu in (self.gpus or [0])]
+
+    def describe(self) -> list[str]:
+        lines = [self.pool.confinement.summary()]
+        if self.pool.core_plan is not None:
+            lines.append(self.pool.core_plan.describe())
+        return lines
+
+    async def run_confined(self, *args: Any, **kwargs: Any):
+        """An instrument around candidate code, confined on a device (``EvaluationPool.run_confined``)."""
+        return await self.pool.run_confined(*args, **kwargs)
+
+    async def evaluate(self, request: EvaluationRequest) -> Evaluation:
+        return await build_and_evaluate(self.pool, self.builds, request, sol_ms=self._sol.get(request.problem.path),
+                                        node=self.node, device_model=self.device_model)
+
+    async def evaluate_prepared(self, request: EvaluationRequest, prepared: PreparedSolution) -> Evaluation:
+        """Evaluate a candidate built already (``core.solution.prepare.prepare`` with ``self.builds``)."""
+        return await evaluate_built(self.pool, request, prepared, sol_ms=self._sol.get(request.problem.path),
+                                    node=self.node, device_model=self.device_model)
+
+    async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
+                       timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
+                       blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
+        return await self.pool.baseline(problem, workload_indices, timing=timing,
+                                        compile_timeout_s=compile_timeout_s, blob_roots=blob_roots,
+                                        priority=priority)
+
+    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int]) -> SolModel:
+        sol = await sol_for(problem, list(workload_indices), self.device, self.device_model)
+        if sol.enforce:
+            self._sol[problem.path] = dict(sol.t_sol_ms)
+        return sol
+
+    def remember_sol(self, problem: Problem, t_sol_ms: dict[int, float]) -> None:
+        if self.device == "cuda" and t_sol_ms:
+            self._sol[problem.path] = dict(t_sol_ms)
+
+
+async def sol_for(problem: Problem, indices: list[int], device: str, device_model: str) -> SolModel:
+    """``core.roofline.problem_sol.speed_of_light`` in a thread, one count at a time in this process."""
+    from core.roofline.problem_sol import speed_of_light
+
+    async with _TRACING:
+        return await anyio.to_thread.run_sync(speed_of_light, problem, indices, device,
+                                              "" if device_model == "cpu" else device_model)

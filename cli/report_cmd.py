@@ -109,6 +109,14 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
     return lines
 
 
+def device_lines(devices) -> list[str]:
+    """Where the attempts were evaluated, one line per device (node, GPU, model)."""
+    if not devices:
+        return []
+    return ["Evaluated on:"] + [f"  {d.describe()}: {d.attempts} attempts, {d.gpu_seconds:.1f} GPU seconds"
+                                for d in devices]
+
+
 def run_report(args: argparse.Namespace) -> int:
     err = _err()
     reader = open_run(args.run_dir, err)
@@ -134,7 +142,7 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         out = _out()
         out.print(problem_table(report))
-        for line in summary_lines(report.before, report.after, report.metrics):
+        for line in summary_lines(report.before, report.after, report.metrics) + device_lines(report.devices):
             out.print(line, markup=False, soft_wrap=True)
     if page is not None:
         (err if args.json else _out()).print(f"wrote {args.html}", markup=False, soft_wrap=True)

@@ -505,8 +505,9 @@ def event_line(e: EventRow, s: Snapshot, with_problem: bool = True) -> str:
 
 def attempt_title(a: AttemptRow, index: int, count: int, s: Snapshot) -> str:
     parent = f" ← #{a.parent_id}" if a.parent_id else ""
+    where = f" · on {a.node} " + (f"GPU {a.gpu}" if a.gpu is not None else "cpu") if a.node else ""
     return (f"attempt #{a.id}{parent} ({index + 1}/{count}) · {s.agent_name(a.agent_id)} · {attempt_status(a)} · "
-            f"speedup {fmt_x(a.speedup)} · SOL {fmt_sol(a.sol)}")
+            f"speedup {fmt_x(a.speedup)} · SOL {fmt_sol(a.sol)}{where}")
 
 
 @dataclass(frozen=True)

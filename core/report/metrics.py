@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from core.roofline.sol import geomean
-from core.store.model import MetricRow, ProblemRow, RunInfo
+from core.store.model import DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
 
@@ -58,6 +58,7 @@ class RunReport:
     after: FleetSummary
     run: RunInfo | None = None
     metrics: list[MetricRow] = field(default_factory=list)
+    devices: list[DeviceUsage] = field(default_factory=list)  # where the attempts were evaluated
 
 
 def problem_summary(row: ProblemRow) -> ProblemSummary:
@@ -109,7 +110,7 @@ def build_report(reader: Queries) -> RunReport:
     problems = problem_summaries(reader)
     totals = reader.totals()
     return RunReport(problems, fleet_summary(problems, totals, seed=True), fleet_summary(problems, totals),
-                     reader.run_info(), reader.metrics())
+                     reader.run_info(), reader.metrics(), reader.device_usage())
 
 
 def report_to_dict(report: RunReport) -> dict[str, Any]:
@@ -122,6 +123,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "before": asdict(report.before),
         "after": asdict(report.after),
         "problems": [asdict(p) for p in report.problems],
+        "devices": [asdict(d) for d in report.devices],
     })
 
 

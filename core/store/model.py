@@ -190,6 +190,22 @@ class LlmCallRow:
 
 
 @dataclass(frozen=True)
+class DeviceUsage:
+    """The finished attempts evaluated on one device (``Queries.device_usage``)."""
+
+    node: str
+    gpu: int | None
+    device_model: str
+    attempts: int
+    gpu_seconds: float
+
+    def describe(self) -> str:
+        where = f"GPU {self.gpu}" if self.gpu is not None else "cpu"
+        model = f" ({self.device_model})" if self.device_model and self.device_model != "cpu" else ""
+        return f"{self.node or '?'} {where}{model}"
+
+
+@dataclass(frozen=True)
 class ProfileUsage:
     """What the agents of one model profile did (``Queries.profile_usage``): their finished attempts with the
     best-SOL gain and GPU seconds those counted, and their model calls with what those cost."""

@@ -139,6 +139,14 @@ class Queries:
                                                      r["n"], r["usd"])
         return usage
 
+    def device_usage(self) -> list[model.DeviceUsage]:
+        """By device (node, GPU, model): the finished attempts evaluated there and their GPU seconds; attempts
+        decided before any evaluation (no node) left out."""
+        return [model.DeviceUsage(r["node"], r["gpu"], r["device_model"], r["n"], r["gpu_s"]) for r in
+                self.conn.execute("SELECT node, gpu, device_model, COUNT(*) AS n, COALESCE(SUM(gpu_seconds), 0) "
+                                  "AS gpu_s FROM attempts WHERE state = 'done' AND node != '' GROUP BY node, gpu, "
+                                  "device_model ORDER BY node, gpu")]
+
     def llm_spent(self) -> tuple[int, float]:
         """(tokens, dollars) of every model call of the run."""
         row = self.conn.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), "

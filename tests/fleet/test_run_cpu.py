@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -66,7 +67,15 @@ def test_tuner_run_end_to_end(tmp_path):
         assert len(pool_lines) == 1, pool_lines
         jobs = int(pool_lines[0].split(" candidate jobs")[0].rsplit(" ", 1)[1])
         assert jobs == sum(r.attempts for r in rows), pool_lines[0]
+        # Every attempt records where it was evaluated, and the report says so.
+        every = [a for r in rows for a in reader.attempts(r.id)]
+        assert {(a.node, a.gpu, a.device_model) for a in every} == {(socket.gethostname(), None, "cpu")}
+        [device] = reader.device_usage()
+        assert device.attempts == len(every) and device.gpu_seconds == pytest.approx(sum(a.gpu_seconds for a in every))
     assert "new best" in done.stdout and "decision" in done.stdout
+    report = subprocess.run([sys.executable, "-m", "cli.main", "report", str(run_dir)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert f"  {socket.gethostname()} cpu: {len(every)} attempts" in report.stdout, report.stdout
 
 
 def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(tmp_path):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from core.evaluate.pool import PoolUsage
+from core.evaluate.usage import PoolUsage
 from core.evaluate.timing import TimingPolicy
 from core.evaluate.verdict import Verdict
 from core.problem.schema import Problem

@@ -9,20 +9,14 @@ whole process group and replaced by the spare.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +26,8 @@ from core.build.process import ProcessOutcome, run_in_process_group
 from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
+from core.evaluate.usage import PoolUsage
+from core.evaluate.worker_process import WorkerGone, WorkerProcess, physical_gpu
 from core.evaluate.timing import TimingPolicy
 from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
 from core.problem.schema import Problem
@@ -54,146 +50,6 @@ class EvalJob:
     timing: TimingPolicy | None = field(default_factory=TimingPolicy)
     sol_ms: dict[int, float] | None = None  # speed-of-light time per workload index, when known
     blob_roots: tuple[str, ...] = ()
-
-
-class WorkerGone(Exception):
-    """The worker process died, timed out, or broke the protocol; it has been killed."""
-
-    def __init__(self, status: Status, reason: str):
-        self.status = status
-        self.reason = reason
-        super().__init__(reason)
-
-
-class WorkerProcess:
-    """One worker process. A candidate's goes through the machine's confinement (``sandbox.confinement()``): it can
-    write only ``scratch`` and the ``writable`` folders, and read the ``keep`` paths where home folders are hidden.
-    Every role gets an environment without secrets."""
-
-    def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path,
-                 cores: frozenset[int] | None = None, *, writable: Sequence[Path] = (), keep: Sequence[Path] = ()):
-        self.role = role
-        self.device = device
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
-        parent, child = socket.socketpair()
-        self.conn = Connection(parent.detach())
-        child_fd = child.detach()
-        candidate = role == "candidate"
-        env = sandbox.scrubbed_environment(os.environ, str(self.scratch) if candidate else None)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT), env.get("PYTHONPATH", "")]))
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(gpu)
-        elif device == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        worker = [sys.executable, "-m", "core.evaluate.worker", role, "cuda" if device.startswith("cuda") else "cpu",
-                  str(child_fd)]
-        if candidate:
-            worker = sandbox.confinement().command(worker, write=[self.scratch, *writable], keep=keep)
-        self.log_path = self.scratch / ("candidate.log" if candidate else "judge.log")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                worker, cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, start_new_session=True, preexec_fn=_before_exec(candidate, cores),
-            )
-        os.close(child_fd)
-        self.started = time.monotonic()
-        self.ready = False
-
-    async def wait_ready(self, timeout_s: float = 120.0) -> None:
-        if not self.ready:
-            await self._receive(timeout_s)
-            self.ready = True
-
-    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        await self.wait_ready()
-        try:
-            self.conn.send_bytes(json.dumps(message).encode())
-        except OSError:
-            raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
-        return await self._receive(timeout_s)
-
-    async def _receive(self, timeout_s: float) -> dict[str, Any]:
-        def receive() -> bytes | None:
-            try:
-                if not self.conn.poll(timeout_s):
-                    return None
-                return self.conn.recv_bytes(64 << 20)
-            except (EOFError, OSError):
-                return b""
-
-        raw = await anyio.to_thread.run_sync(receive, abandon_on_cancel=True)
-        if raw is None:
-            raise self._gone(Status.TIMEOUT, f"no answer within {timeout_s:g} s; the process group was killed")
-        if raw == b"":
-            self.proc.wait()
-            raise self._gone(Status.RUNTIME_ERROR, f"the process died ({self._exit_description()}){self._log_tail()}")
-        try:
-            reply = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
-                from None
-        if not isinstance(reply, dict):
-            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply")
-        if reply.get("fatal"):
-            self.kill()
-        return reply
-
-    def _exit_description(self) -> str:
-        code = self.proc.returncode
-        if code is None:
-            return "still running"
-        if code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        return f"exit status {code} before answering"
-
-    def _log_tail(self) -> str:
-        try:
-            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
-        except OSError:
-            return ""
-        return f": {lines[-1].strip()[:300]}" if lines else ""
-
-    def _gone(self, status: Status, reason: str) -> WorkerGone:
-        self.kill()
-        return WorkerGone(status, reason)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        else:
-            try:  # children the candidate left behind in its group
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.conn.close()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.conn.send_bytes(b'{"op": "exit"}')
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _before_exec(limits: bool, cores: frozenset[int] | None):
-    """What a worker's child runs before exec: the candidate's resource limits, its kept cores."""
-    if not limits and not cores:
-        return None
-
-    def prepare() -> None:
-        if cores:
-            os.sched_setaffinity(0, cores)
-        if limits:
-            sandbox.apply_limits()
-
-    return prepare
 
 
 class _DeviceSlot:
@@ -248,40 +104,6 @@ class _DeviceSlot:
                 worker.close()
         if self.exchange_memory is not None:
             shutil.rmtree(self.exchange_memory, ignore_errors=True)
-
-
-@dataclass
-class PoolUsage:
-    """How busy the devices were while work wanted them (for the run's GPU busy fraction) and how long candidates
-    queued. Work is candidate jobs and baseline timings; a judge compiling under the gate is not work."""
-
-    devices: int
-    busy_s: float = 0.0  # summed over devices: time work held a device (counted when it ends)
-    wanted_s: float = 0.0  # integral over time of min(jobs queued or running, devices)
-    queue_wait_s: float = 0.0  # summed over candidate jobs
-    jobs: int = 0  # candidate jobs
-    # Where wanted device time can go unused, for a person reading a run's busy fraction:
-    judge_held_s: float = 0.0  # a device held by its judge measuring a large workload's T_b (compile included)
-    own_gpu_wait_s: float = 0.0  # baseline timings waiting for the one GPU their process lives on
-    _demand: int = 0
-    _since: float = 0.0
-
-    def demand_changed(self, delta: int, now: float) -> None:
-        self.wanted_s += min(self._demand, self.devices) * (now - self._since) if self._demand else 0.0
-        self._since = now
-        self._demand += delta
-
-    def busy_fraction(self) -> float | None:
-        """Device time work held over device time it wanted; None before any wanted time."""
-        return min(1.0, self.busy_s / self.wanted_s) if self.wanted_s > 0 else None
-
-    def summary(self) -> str:
-        busy = self.busy_fraction()
-        return (f"GPU busy while work waited: {'-' if busy is None else f'{busy:.0%}'} ({self.busy_s:.1f} of "
-                f"{self.wanted_s:.1f} device-seconds wanted); {self.jobs} candidate jobs, mean queue wait "
-                f"{self.queue_wait_s / self.jobs if self.jobs else 0.0:.2f} s; devices held by a judge measuring a "
-                f"large T_b: {self.judge_held_s:.1f} s; baseline timings waiting for their own GPU: "
-                f"{self.own_gpu_wait_s:.1f} s")
 
 
 class EvaluationPool:
@@ -352,7 +174,7 @@ class EvaluationPool:
             environment = sandbox.scrubbed_environment(os.environ, str(scratch))
             environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT),
                                                                       environment.get("PYTHONPATH", "")]))
-            environment["CUDA_VISIBLE_DEVICES"] = _physical_gpu(slot.gpu) if slot.gpu is not None else ""
+            environment["CUDA_VISIBLE_DEVICES"] = physical_gpu(slot.gpu) if slot.gpu is not None else ""
             environment.update(env)
             argv = self.confinement.command(command, write=[scratch], keep=self.keep)
             return await run_in_process_group(argv, cwd=scratch, env=environment, timeout_s=timeout_s)
@@ -645,12 +467,6 @@ SEPARATE_BASELINE_MAX_BYTES = 8 << 30
 EXCHANGE_RESERVE_BYTES = 2 << 30
 SHARED_MEMORY = Path("/dev/shm")
 SHARED_MEMORY_MAX_BYTES = 1 << 30  # per workload
-
-
-def _physical_gpu(index: int) -> str:
-    """GPU ``index`` as this process sees it, translated through a CUDA_VISIBLE_DEVICES the user already set."""
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return visible[index] if index < len(visible) else str(index)
 
 
 def _status(value: Any) -> Status:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from core.evaluate.cores import confine_process, plan_cores
-from core.evaluate.pool import WorkerProcess
+from core.evaluate.worker_process import WorkerProcess
 
 
 def hyperthreads(cores: int):

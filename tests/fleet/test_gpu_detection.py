@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.evaluate.pool import _physical_gpu
+from core.evaluate.worker_process import physical_gpu as _physical_gpu
 from core.fleet import gpus
 
 

@@ -1,0 +1,170 @@
+"""One worker process of the pool (candidate, judge or baseline): started with an environment without secrets
+(a candidate's under the machine's confinement), spoken to over a private socket, killed with its whole process
+group when it dies, hangs or breaks the protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from core.evaluate import sandbox
+from core.evaluate.verdict import Status
+
+
+class WorkerGone(Exception):
+    """The worker process died, timed out, or broke the protocol; it has been killed."""
+
+    def __init__(self, status: Status, reason: str):
+        self.status = status
+        self.reason = reason
+        super().__init__(reason)
+
+
+class WorkerProcess:
+    """One worker process. A candidate's goes through the machine's confinement (``sandbox.confinement()``): it can
+    write only ``scratch`` and the ``writable`` folders, and read the ``keep`` paths where home folders are hidden.
+    Every role gets an environment without secrets."""
+
+    def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path,
+                 cores: frozenset[int] | None = None, *, writable: Sequence[Path] = (), keep: Sequence[Path] = ()):
+        self.role = role
+        self.device = device
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
+        parent, child = socket.socketpair()
+        self.conn = Connection(parent.detach())
+        child_fd = child.detach()
+        candidate = role == "candidate"
+        env = sandbox.scrubbed_environment(os.environ, str(self.scratch) if candidate else None)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT), env.get("PYTHONPATH", "")]))
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
+        elif device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        worker = [sys.executable, "-m", "core.evaluate.worker", role, "cuda" if device.startswith("cuda") else "cpu",
+                  str(child_fd)]
+        if candidate:
+            worker = sandbox.confinement().command(worker, write=[self.scratch, *writable], keep=keep)
+        self.log_path = self.scratch / ("candidate.log" if candidate else "judge.log")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                worker, cwd=self.scratch, env=env, pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, start_new_session=True, preexec_fn=_before_exec(candidate, cores),
+            )
+        os.close(child_fd)
+        self.started = time.monotonic()
+        self.ready = False
+
+    async def wait_ready(self, timeout_s: float = 120.0) -> None:
+        if not self.ready:
+            await self._receive(timeout_s)
+            self.ready = True
+
+    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        await self.wait_ready()
+        try:
+            self.conn.send_bytes(json.dumps(message).encode())
+        except OSError:
+            raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
+        return await self._receive(timeout_s)
+
+    async def _receive(self, timeout_s: float) -> dict[str, Any]:
+        def receive() -> bytes | None:
+            try:
+                if not self.conn.poll(timeout_s):
+                    return None
+                return self.conn.recv_bytes(64 << 20)
+            except (EOFError, OSError):
+                return b""
+
+        raw = await anyio.to_thread.run_sync(receive, abandon_on_cancel=True)
+        if raw is None:
+            raise self._gone(Status.TIMEOUT, f"no answer within {timeout_s:g} s; the process group was killed")
+        if raw == b"":
+            self.proc.wait()
+            raise self._gone(Status.RUNTIME_ERROR, f"the process died ({self._exit_description()}){self._log_tail()}")
+        try:
+            reply = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
+                from None
+        if not isinstance(reply, dict):
+            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply")
+        if reply.get("fatal"):
+            self.kill()
+        return reply
+
+    def _exit_description(self) -> str:
+        code = self.proc.returncode
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code} before answering"
+
+    def _log_tail(self) -> str:
+        try:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return f": {lines[-1].strip()[:300]}" if lines else ""
+
+    def _gone(self, status: Status, reason: str) -> WorkerGone:
+        self.kill()
+        return WorkerGone(status, reason)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        else:
+            try:  # children the candidate left behind in its group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.conn.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.conn.send_bytes(b'{"op": "exit"}')
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _before_exec(limits: bool, cores: frozenset[int] | None):
+    """What a worker's child runs before exec: the candidate's resource limits, its kept cores."""
+    if not limits and not cores:
+        return None
+
+    def prepare() -> None:
+        if cores:
+            os.sched_setaffinity(0, cores)
+        if limits:
+            sandbox.apply_limits()
+
+    return prepare
+
+
+def physical_gpu(index: int) -> str:
+    """GPU ``index`` as this process sees it, translated through a CUDA_VISIBLE_DEVICES the user already set."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible[index] if index < len(visible) else str(index)

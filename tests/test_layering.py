@@ -23,3 +23,23 @@ def test_core_imports_no_ui_libraries():
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_the_evaluator_side_never_imports_the_run():
+    """Data flows one way: the evaluation machinery (and the cluster backend behind the same seam) knows nothing of
+    the fleet, the planner, the agents or the store that use it."""
+    packages = ("core.evaluate", "core.build", "core.solution", "core.problem", "core.roofline")
+    modules = sorted(m.name for m in pkgutil.walk_packages(core.__path__, prefix="core.")
+                     if m.name.startswith(packages))
+    assert "core.evaluate.evaluator" in modules and "core.evaluate.local" in modules
+    script = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "up = ('core.fleet', 'core.planner', 'core.llm', 'core.store', 'core.cluster', 'core.report', 'cli', 'tui')\n"
+        "leaked = sorted(m for m in sys.modules if m.startswith(up))\n"
+        "print(','.join(leaked))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""

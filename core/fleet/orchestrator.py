@@ -37,6 +37,7 @@ from core.fleet.record import Recorded
 from core.fleet.seeds import pick_seed
 from core.fleet.workbench import BenchServices, Workbench
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
+from core.planner.model import lane
 from core.planner.profiles import choose_escalation, choose_switch, profile_specs, round_robin
 from core.store.controls import COMMANDS
 from core.problem import load_problems
@@ -88,7 +89,9 @@ class Fleet:
         self.working: set[int] = set()  # agents inside work()
         self._empty_turns: dict[int, int] = {}  # agent id -> its turns in a row that began no attempt
         self.ready: set[int] = set()  # problems measured and seeded
-        self.exhausted: set[tuple[str, int, int | None]] = set()  # (kind, problem, best attempt) with nothing to do
+        # (lane, problem, best attempt) with nothing more to try: a lane is a kind, and an LLM agent's model
+        # profile (core.planner.model.lane), so what one model has exhausted stays open to another
+        self.exhausted: set[tuple[str, int, int | None]] = set()
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
         self.prepared_all = False
         self.attempts_done = 0  # evaluated by this process
@@ -464,7 +467,8 @@ class Fleet:
                 self.store.update_agent(agent_id, state="stopped", problem_id=None)
                 return
             if outcome is WorkOutcome.EXHAUSTED:
-                self.exhausted.add((kind, problem_id, self.store.problem(problem_id).best_attempt_id))
+                self.exhausted.add((f"{kind}/{profile}" if profile else kind, problem_id,
+                                    self.store.problem(problem_id).best_attempt_id))
                 if spent:
                     self.event("log", f"stopping: {spent}", agent_id=agent_id, problem_id=problem_id)
                 elif self.store.problem(problem_id).best_attempt_id == best_before:
@@ -493,21 +497,24 @@ class Fleet:
     def _eligible(self, problems) -> dict[str, frozenset[int]]:
         eligible: dict[str, set[int]] = {}
         rows = {p.id: p for p in problems}
+        lanes = {kind: {kind} for kind in self.kinds}
+        for agent in self.store.agents():
+            if agent.kind in lanes and agent.profile:
+                lanes[agent.kind].add(lane(agent))
         for kind in self.kinds.values():
             judge = self._judges.get(kind.name)
             if judge is None:
                 judge = self._judges[kind.name] = kind.make(self.config)
-            ids = set()
+            able = set()
             for pid in self.ready:
                 best_id = rows[pid].best_attempt_id
-                if (kind.name, pid, best_id) in self.exhausted:
-                    continue
                 if (kind.name, best_id) not in self._can_work:
                     self._can_work[kind.name, best_id] = judge.can_work_on(
                         self.store.attempt(best_id) if best_id is not None else None)
                 if self._can_work[kind.name, best_id]:
-                    ids.add(pid)
-            eligible[kind.name] = ids
+                    able.add(pid)
+            for name in lanes[kind.name]:
+                eligible[name] = {pid for pid in able if (name, pid, rows[pid].best_attempt_id) not in self.exhausted}
         return {k: frozenset(v) for k, v in eligible.items()}
 
     # ---------------------------------------------------------------- planner and controls

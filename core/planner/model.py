@@ -52,7 +52,8 @@ class PlannerInput:
     problems: tuple[ProblemRow, ...]
     agents: tuple[AgentRow, ...]
     activity: Mapping[int, ProblemActivity]  # by problem id; a missing problem has had no recent activity
-    # eligible[kind]: ids of the problems an agent of that kind can work on now; a kind not in it may take any problem.
+    # eligible[lane]: ids of the problems an agent of that lane (``lane``) can work on now; a lane not in it may take
+    # any problem.
     eligible: Mapping[str, frozenset[int]]
     config: PlannerConfig
     budgets: BudgetConfig
@@ -84,3 +85,9 @@ class Plan:
     @property
     def decisions(self) -> int:
         return len(self.assignments) + len(self.status_changes)
+
+
+def lane(agent: AgentRow) -> str:
+    """An agent's eligibility group: its kind, and its model profile where it has one ("llm/strong"), since what one
+    model has found nothing more to try on, another may."""
+    return f"{agent.kind}/{agent.profile}" if agent.profile else agent.kind

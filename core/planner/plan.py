@@ -39,6 +39,7 @@ from core.planner.model import (
     PlannerInput,
     RunTotals,
     StatusChange,
+    lane,
 )
 from core.planner.score import describe_score, improvement_rate, problem_scores, reference_rate
 from core.store.model import AgentRow, ProblemRow
@@ -171,9 +172,9 @@ def plan(inp: PlannerInput) -> Plan:
         st = closed.get(pid)
         if st is not None:
             return closure_reason(p, st, cfg, budgets)
-        allowed = eligible.get(a.kind)
+        allowed = eligible.get(lane(a))
         if allowed is not None and pid not in allowed:
-            return f"no longer eligible for {a.kind} agents"
+            return f"no longer eligible for {lane(a)} agents"
         if counts[pid] >= cap:
             return f"already has {_agents(counts[pid])} (cap {cap})"
         return None
@@ -220,11 +221,11 @@ def plan(inp: PlannerInput) -> Plan:
     def fill(agents: list[tuple[AgentRow, str | None]]) -> list[tuple[AgentRow, str | None]]:
         """Place free agents; returns those with nowhere to go."""
         # Agents of a restricted kind choose first: the others can take any problem.
-        agents.sort(key=lambda f: (f[0].kind not in eligible, f[0].id))
+        agents.sort(key=lambda f: (lane(f[0]) not in eligible, f[0].id))
         heaps: dict[str | None, list[tuple[int, int, int]]] = {}
         unplaced = []
         for a, left in agents:
-            group = a.kind if a.kind in eligible else None
+            group = lane(a) if lane(a) in eligible else None
             h = heaps.get(group)
             if h is None:
                 allowed = eligible[group] if group is not None else None
@@ -272,7 +273,7 @@ def plan(inp: PlannerInput) -> Plan:
         # spares first, then agents on the worst problems; of two agents on one problem the later one moves.
         cand: dict[str | None, list[tuple[int, int, int]]] = {}
         for aid, pid in cur.items():
-            kind = agent_by_id[aid].kind
+            kind = lane(agent_by_id[aid])
             cand.setdefault(kind if kind in eligible else None, []).append(
                 (0 if is_spare(pid) else 1, n - rank[pid], -aid))
         for h in cand.values():
@@ -346,14 +347,14 @@ def plan(inp: PlannerInput) -> Plan:
         unplaced = fill(unplaced)
     for a, left in unplaced:
         if left is not None:
-            moves[a.id] = Assignment(a.id, None, f"left {left}; no open problem for {a.kind} agents")
+            moves[a.id] = Assignment(a.id, None, f"left {left}; no open problem for {lane(a)} agents")
     for aid, pid in cur.items():
         if pid != agent_by_id[aid].problem_id:
             moves[aid] = Assignment(aid, pid, reasons[aid])
 
     # --- 6. statuses -------------------------------------------------------------------------------------
     changes: list[StatusChange] = []
-    kinds = sorted({a.kind for a in inp.agents})
+    kinds = sorted({lane(a) for a in inp.agents})
     for p in inp.problems:
         pid = p.id
         st = closed.get(pid)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 from llm_fleet_helpers import drive, write_config
-from llm_scripted_server import ScriptedServer, call, slow, tools
+from llm_scripted_server import ScriptedServer, call, slow, text, tools
 from rows_problem import write_rows_problem
 
 from core.config import load_config
@@ -181,3 +181,51 @@ rank = 1
         assert attempts[-1].gain > 0.5 and reader.problems()[0].best_attempt_id == attempts[-1].id
         (agent,) = reader.agents()
         assert agent.profile == "strong" and agent.model == "strong-model"
+
+
+def test_what_one_profile_exhausted_stays_open_to_the_other(tmp_path):
+    """'cheap' talks without ever writing a candidate, so its turn ends with nothing more to try; that closes the
+    problem to 'cheap' agents only: the 'strong' agent, slower to start, keeps improving it in the same best."""
+    chatter = text("I would need to think about this more.", usage=(1000, 200))
+    better = [slow(evaluate_step(0.008 / 2 ** i, f"halved {i}"), 0.6 if i == 0 else 0.05) for i in range(4)]
+    finish = slow(tools(call("finish", {"note": "as fast as it gets"}), usage=(1000, 200)), 0.2)
+    problems = tmp_path / "problems"
+    write_rows_problem(problems / "cpu" / "sleepy_relu", "sleepy_relu", "x * w, then ReLU, after a nap", REFERENCE,
+                       rows=(64,))
+    with ScriptedServer([], forever=chatter) as cheap, ScriptedServer(better, forever=finish) as strong:
+        path = write_config(tmp_path / "fleet.toml", llm={"model": "unused", "api_key_env": "KF_UNUSED_KEY",
+                                                          "no_progress_calls": 3},
+                            fleet={"llm_agents": 2},
+                            planner={"max_agents_per_problem": 2, "profile_min_attempts": 500,
+                                     "plateau_attempts": 500, "escalate_plateaued": False})
+        path.write_text(path.read_text() + f"""
+[llm.profiles.cheap]
+base_url = "{cheap.base_url}"
+model = "cheap-model"
+api_key_env = "KF_CHEAP_KEY"
+
+[llm.profiles.strong]
+base_url = "{strong.base_url}"
+model = "strong-model"
+api_key_env = "KF_STRONG_KEY"
+rank = 1
+""")
+        fleet = Fleet(tmp_path / "run", load_config(path), [str(problems)])
+        run_dir = drive(fleet, lambda store: sum(a.profile == "strong" and a.state == "done"
+                                                 for a in store.attempts()) >= 4, timeout_s=60)
+    with RunReader(run_dir) as reader:
+        agents = {a.name: a for a in reader.agents()}
+        assert agents["llm-1"].profile == "cheap" and agents["llm-2"].profile == "strong"
+        exhausted = [e for e in reader.events(kind="log") if e.message == "nothing more to try here"
+                     and e.agent_id == agents["llm-1"].id]
+        assert exhausted, [e.message for e in reader.events()]
+        strong_attempts = [a for a in reader.attempts() if a.profile == "strong" and a.state == "done"]
+        assert len(strong_attempts) >= 4 and all(a.passed for a in strong_attempts)
+        # The strong agent went on after 'cheap' had exhausted the problem, and was never moved off it for that.
+        assert any(a.created_at > exhausted[0].ts for a in strong_attempts)
+        moved = [e.message for e in reader.events(kind="decision") if e.agent_id == agents["llm-2"].id
+                 and "no longer eligible" in e.message]
+        assert not moved, moved
+        # 'cheap' made no attempt at all, and after it was closed to it, it was not handed the problem again.
+        assert not [a for a in reader.attempts() if a.profile == "cheap"]
+        assert reader.problems()[0].best_attempt_id in {a.id for a in strong_attempts}

@@ -379,3 +379,22 @@ def test_a_problem_no_agent_kind_can_work_on_is_done_and_reopens_when_it_can():
                        eligible={"tuner": frozenset({1, 2})})
     reopened = {c.problem_id: c.status for c in plan(again).status_changes}
     assert reopened[1] in ("waiting", "active")
+
+
+def test_what_one_model_profile_exhausted_stays_open_to_another():
+    """Eligibility is per lane (kind and model profile): the 'cheap' model found nothing more to try on p1, so its
+    agent goes to p2, while the 'strong' agent may still take p1."""
+    cheap = replace(agent(1), profile="cheap")
+    strong = replace(agent(2), profile="strong")
+    problems = [problem(1, priority=5), problem(2)]
+    inp = make_input(problems, [cheap, strong], config=Cfg(max_agents_per_problem=1),
+                     eligible={"llm/cheap": frozenset({2}), "llm/strong": frozenset({1, 2})})
+    moves = by_agent(plan(inp))
+    assert moves[1].problem_id == 2 and moves[2].problem_id == 1
+    kept = make_input(problems, [replace(cheap, problem_id=1, state="working"), strong],
+                      eligible={"llm/cheap": frozenset({2}), "llm/strong": frozenset({1, 2})})
+    moved = by_agent(plan(kept))[1]
+    assert moved.problem_id == 2 and "no longer eligible for llm/cheap agents" in moved.reason
+    done = make_input(problems, [cheap, strong], eligible={"llm/cheap": frozenset(), "llm/strong": frozenset()})
+    reason = by_problem(plan(done))[1].reason
+    assert "no llm/cheap or llm/strong agent has anything left to try" in reason, reason

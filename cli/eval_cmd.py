@@ -209,8 +209,8 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     from core.build import BuildService
     from core.evaluate import TimingPolicy
     from core.evaluate.evaluate import compile_error_verdict
-    from core.evaluate.evaluator import EvaluationRequest
     from core.evaluate.local import LocalEvaluator
+    from core.fleet.attempt import AttemptLife, EvaluationPolicy
     from core.solution.prepare import prepare
 
     policy = TimingPolicy(**QUICK_TIMING) if args.quick_timing else TimingPolicy()
@@ -242,8 +242,8 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
         with err.status("computing the speed of light T_sol", spinner="dots"):
             outcome.sol = await evaluator.speed_of_light(problem, indices)
         with err.status(f"evaluating on {device}", spinner="dots"):
-            request = EvaluationRequest(problem, solution, tuple(indices), args.rounds, policy, 0, blob_roots)
-            outcome.verdict = (await evaluator.evaluate_prepared(request, prepared)).verdict
+            life = AttemptLife(None, evaluator, EvaluationPolicy(args.rounds, policy, blob_roots))
+            outcome.verdict = (await life.evaluate(problem, solution, tuple(indices), prepared=prepared)).verdict
     return outcome
 
 

@@ -64,6 +64,11 @@ class Evaluator(Protocol):
         """Build the candidate and evaluate it; a spec fault or a failed build is a COMPILE_ERROR verdict."""
         ...
 
+    async def evaluate_prepared(self, request: EvaluationRequest, prepared: Any) -> Evaluation:
+        """``evaluate`` of a candidate ``core.solution.prepare.prepare`` built here already; an evaluator whose
+        devices are elsewhere may build it again where the job runs."""
+        ...
+
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
                        blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:

@@ -14,6 +14,7 @@ from core.fleet.record import Recorded, record_result
 from core.fleet.scoring import attempt_figures
 from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
+from core.solution.prepare import PreparedSolution
 from core.solution.schema import Solution
 from core.store.writer import RunStore
 
@@ -54,10 +55,21 @@ def content_hash(solution: dict[str, Any]) -> str:
 
 
 class AttemptLife:
-    def __init__(self, store: RunStore, evaluator: Evaluator, policy: EvaluationPolicy):
+    """``store`` None: evaluations that are not recorded (``kernelfleet eval``): only ``evaluate`` then."""
+
+    def __init__(self, store: RunStore | None, evaluator: Evaluator, policy: EvaluationPolicy):
         self.store = store
         self.evaluator = evaluator
         self.policy = policy
+
+    async def evaluate(self, problem: Problem, solution: Solution, workloads: tuple[int, ...] | None, *,
+                       priority: int = 0, prepared: PreparedSolution | None = None) -> Evaluation:
+        """Build (unless ``prepared`` was built already) and evaluate under the run's policy."""
+        request = EvaluationRequest(problem, solution, workloads, self.policy.rounds, self.policy.timing, priority,
+                                    self.policy.blob_roots)
+        if prepared is not None:
+            return await self.evaluator.evaluate_prepared(request, prepared)
+        return await self.evaluator.evaluate(request)
 
     def begin(self, problem_id: int, candidate: Candidate) -> int:
         as_dict = solution_to_dict(candidate.solution)
@@ -75,9 +87,8 @@ class AttemptLife:
         if decided is not None:
             evaluation = Evaluation(decided, None)
         else:
-            evaluation = await self.evaluator.evaluate(EvaluationRequest(
-                problem, solution, workloads, self.policy.rounds, self.policy.timing,
-                self.store.problem(problem_id).priority, self.policy.blob_roots))
+            evaluation = await self.evaluate(problem, solution, workloads,
+                                             priority=self.store.problem(problem_id).priority)
         verdict = evaluation.verdict
         figures = attempt_figures(verdict, self.store.problem(problem_id).workloads)
         return record_result(self.store, attempt_id, status=verdict.status.value, reason=verdict.reason,

@@ -1,9 +1,9 @@
 """Search as a team on a GPU (issue 16): two model profiles played by scripted servers on the bundled RMSNorm
-problem. The "strong" profile's turns write two shape specialists of the scripted CUDA kernel (bench/
-scripted_kernels: `rmsnorm_vec` with BLOCK=128 for many tokens, `rmsnorm_small`, the same kernel with BLOCK=512,
-for few); the "cheap" profile's turns write a correct candidate that never improves (the seed, launched twice,
-each turn a new variant). The fleet keeps the frontier, builds the composite of its members, and the bandit moves
-agents toward the profile that pays.
+problem. The "strong" profile's turns write two shape specialists of the scripted CUDA kernels (bench/
+scripted_kernels: `rmsnorm_vec`, one block per token, for few tokens, and `rmsnorm_rows`, 8 tokens per CTA, for
+many: faster than `rmsnorm_vec` on thousands of tokens, slower on a few); the "cheap" profile's turns write a
+correct candidate that never improves (the seed, launched twice, each turn a new variant). The fleet keeps the
+frontier, builds the composite of its members, and the bandit moves agents toward the profile that pays.
 
     PYTHONPATH=$PWD python3 bench/team_bench.py --out DIR [--device cuda] [--timeout 300]
 
@@ -42,7 +42,7 @@ DONE = "FINISH: nothing more to try"
 
 
 def specialists() -> list[dict[str, Any]]:
-    return [json.loads((KERNELS / f"{name}.json").read_text()) for name in ("rmsnorm_vec", "rmsnorm_small")]
+    return [json.loads((KERNELS / f"{name}.json").read_text()) for name in ("rmsnorm_vec", "rmsnorm_rows")]
 
 
 def never_better(turn: int) -> dict[str, Any]:

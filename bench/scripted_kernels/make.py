@@ -28,13 +28,17 @@ KERNELS = {
         "files": ("main.py", "rmsnorm.cu"),
         "tunables": Tunables({"BLOCK": (256, 128, 512, 1024)}, {"BLOCK": 128}),
     },
-    "rmsnorm_small": {
+    "rmsnorm_rows": {
         "definition": "001_rmsnorm_llama3_1_8b",
-        "description": "rmsnorm_vec's kernel as a few-tokens specialist: BLOCK=512, one 16-byte vector per thread for "
-                       "hidden=4096, so a short row's load and reduction are spread over the most threads.",
+        "description": "RMSNorm as a many-tokens specialist: for hidden=4096, ROWS_PER_CTA rows per CTA of 256 "
+                       "threads (two groups of 128, each on consecutive rows), every thread's 16-byte loads of all "
+                       "its rows issued before any use, the weight fetched once per thread for all its rows, one "
+                       "barrier per CTA, plain loads/stores, fp32 math, one bf16 rounding, bit-identical to "
+                       "rmsnorm_vec at BLOCK=128. More bytes in flight per thread and fewer CTAs: faster than "
+                       "rmsnorm_vec on thousands of tokens, slower on a few (a handful of CTAs). Other hidden sizes: "
+                       "rmsnorm_vec's generic kernels. Tunable: ROWS_PER_CTA.",
         "files": ("main.py", "rmsnorm.cu"),
-        "source_folder": "rmsnorm_vec",
-        "tunables": Tunables({"BLOCK": (512, 256, 1024)}, {"BLOCK": 512}),
+        "tunables": Tunables({"ROWS_PER_CTA": (8, 4, 16)}, {"ROWS_PER_CTA": 8}),
     },
     "swiglu_vec": {
         "definition": "001_swiglu_llama3_1_8b",

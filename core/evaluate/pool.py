@@ -328,24 +328,37 @@ class EvaluationPool:
             status, reason = overall(tuple(workloads))
             return Verdict(status, reason, tuple(workloads), protections, time.monotonic() - started)
 
-        try:
-            loaded = await slot.candidate.request(
-                {"op": "load", **common, "solution": solution_to_dict(job.solution),
-                 "solution_dir": str(Path(job.solution_dir).resolve())}, self.load_timeout_s)
-        except WorkerGone as gone:
-            slot.replace_candidate()
-            return finish([WorkloadVerdict(indices[0] if indices else 0, gone.status, gone.reason)])
-        if loaded.get("status") != "ok":
-            slot.replace_candidate()  # a failed import may have left anything behind
-            status = Status(loaded.get("status", "RUNTIME_ERROR"))
-            return finish([WorkloadVerdict(indices[0] if indices else 0, status, str(loaded.get("reason", "")))])
+        async def load(index: int) -> WorkloadVerdict | None:
+            """Load the candidate into the slot's candidate process; a failure is the verdict of ``index``."""
+            try:
+                loaded = await slot.candidate.request(
+                    {"op": "load", **common, "solution": solution_to_dict(job.solution),
+                     "solution_dir": str(Path(job.solution_dir).resolve())}, self.load_timeout_s)
+            except WorkerGone as gone:
+                slot.replace_candidate()
+                return WorkloadVerdict(index, gone.status, gone.reason)
+            if loaded.get("status") != "ok":
+                slot.replace_candidate()  # a failed import may have left anything behind
+                return WorkloadVerdict(index, _status(loaded.get("status", "RUNTIME_ERROR")),
+                                       str(loaded.get("reason", "")))
+            return None
 
+        failed = await load(indices[0] if indices else 0)
+        if failed is not None:
+            return finish([failed])
+        loaded_in = slot.candidate
         results: list[WorkloadVerdict] = []
         for index in indices:
             workload = job.problem.workloads[index]
             if workload.unavailable:
                 results.append(WorkloadVerdict(index, Status.UNAVAILABLE, workload.unavailable))
                 continue
+            if slot.candidate is not loaded_in:  # replaced after a REWARD_HACK: the next workload needs it loaded
+                failed = await load(index)
+                if failed is not None:
+                    results.append(failed)
+                    break
+                loaded_in = slot.candidate
             verdict, process_fault = await self._evaluate_workload(slot, job, index, seeds, exchange, common)
             results.append(verdict)
             if process_fault:

@@ -233,3 +233,25 @@ def test_candidate_never_sees_api_keys(rmsnorm_problem, monkeypatch):
     finally:
         runner.close()
     assert verdict.status is Status.PASSED, verdict.reason
+
+
+HACK_ON_SMALL_ONLY = '''import torch
+
+class Lazy(torch.Tensor):
+    pass
+
+def run(x, weight, eps):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return y.as_subclass(Lazy) if x.shape[0] == 8 else y
+'''
+
+
+def test_after_a_reward_hack_the_next_workload_runs_in_a_fresh_process_with_the_candidate_loaded(
+        cpu_pool, rmsnorm_problem):
+    """The process that hacked is replaced, and the candidate is loaded into its replacement: the next workload
+    gets its own verdict, not a RUNTIME_ERROR of an empty process."""
+    verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(HACK_ON_SMALL_ONLY, dps=False), workloads=(0, 1))
+    first, second = verdict.workloads
+    assert first.status is Status.REWARD_HACK and "not a plain torch.Tensor" in first.reason
+    assert second.status is Status.PASSED, second.reason
+    assert verdict.status is Status.REWARD_HACK and verdict.reason.startswith("workload 0:")

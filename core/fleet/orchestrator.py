@@ -132,6 +132,8 @@ class Fleet:
         """Open the store, load the problems and register agents; FleetError says why a run cannot start."""
         if hasattr(self, "store"):
             return
+        # A new run's problems are checked before anything is written: a bad path leaves no store behind.
+        loaded = None if self.resume else self._load_problems()
         try:
             self.store = RunStore(self.run_dir, create=not self.resume)
         except StoreError as exc:
@@ -149,13 +151,7 @@ class Fleet:
         take_secrets([self.config.llm.api_key_env, *(p.llm.api_key_env for p in self.profiles.values()),
                       *self.config.llm.secret_env])
         self.store.redact = redact
-        loaded = load_problems(self.problem_paths)
-        if loaded.invalid:
-            first = loaded.invalid[0]
-            raise FleetError(f"{len(loaded.invalid)} problem(s) are malformed; first: {first.errors[0]}"
-                             if first.errors else f"{first.path}: malformed problem")
-        if not loaded.problems:
-            raise FleetError(f"no problems found under {', '.join(self.problem_paths) or '(no paths)'}")
+        loaded = loaded or self._load_problems()
         device = self.config.fleet.device
         gpus = list(self.config.gpus.ids) or (detect_gpus() if device == "cuda" else [])
         if device == "cuda" and not gpus:
@@ -199,6 +195,20 @@ class Fleet:
         self.budgets = Budgets(self.store, self.config.budgets)
         self.builds = BuildService()
         self._started = self.store.run_info().created_at
+
+    def _load_problems(self):
+        try:
+            loaded = load_problems(self.problem_paths)
+        except OSError as exc:
+            raise FleetError(str(exc) if str(exc).startswith("/") else f"{exc.filename or ''}: "
+                             f"{exc.strerror or exc}") from None
+        if loaded.invalid:
+            first = loaded.invalid[0]
+            raise FleetError(f"{len(loaded.invalid)} problem(s) are malformed; first: {first.errors[0]}"
+                             if first.errors else f"{first.path}: malformed problem")
+        if not loaded.problems:
+            raise FleetError(f"no problems found under {', '.join(self.problem_paths) or '(no paths)'}")
+        return loaded
 
     # ---------------------------------------------------------------- the run
 

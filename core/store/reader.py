@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
+from core.store.check import check_store_file
 from core.store.queries import Queries
 from core.store.schema import DB_NAME, MIGRATIONS
 
@@ -15,6 +16,7 @@ class RunReader(Queries):
         path = Path(run_dir) / DB_NAME
         if not path.exists():
             raise FileNotFoundError(f"{run_dir}: no run here ({DB_NAME} is missing)")
+        check_store_file(path)  # NotARunStore (a ValueError) says why not
         self.run_dir = Path(run_dir)
         # Autocommit: every query reads the newest committed state. With the default isolation level a failed
         # write attempt would leave an implicit BEGIN open, pinning this reader to a stale snapshot for good.
@@ -22,7 +24,11 @@ class RunReader(Queries):
         self.conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=10,
                                     isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise ValueError(f"{run_dir}: not a kernelfleet run store ({exc})") from None
         if version != len(MIGRATIONS):
             self.conn.close()
             raise ValueError(f"{run_dir}: store version {version}; this kernelfleet reads {len(MIGRATIONS)}")

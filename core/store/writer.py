@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.store import model
+from core.store.check import NotARunStore, check_store_file, reason
 from core.store.queries import Queries
 from core.store.schema import DB_NAME, migrate
 
@@ -30,10 +31,17 @@ class RunStore(Queries):
     def __init__(self, run_dir: str | Path, *, create: bool = False):
         self.run_dir = Path(run_dir)
         path = self.run_dir / DB_NAME
-        if not create and not path.exists():
-            raise StoreError(f"{run_dir}: no run here ({DB_NAME} is missing)")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        if not create:
+            try:
+                check_store_file(path)  # before anything could write to it
+            except NotARunStore as exc:
+                raise StoreError(str(exc)) from None
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            self.conn.execute("PRAGMA user_version").fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{path}: cannot create the run store ({reason(exc)})") from None
         self.conn.row_factory = sqlite3.Row
         # Every text written passes through this (the run sets core.secrets.redact): a secret that reached a
         # candidate's output, a log line or an answer is never stored.

@@ -17,6 +17,7 @@ Pure: a Solution and the definition's input and output names in, the faults foun
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Sequence
 
@@ -28,32 +29,38 @@ _DYNAMIC = re.compile(r"import\s+\*|\bglobals\s*\(|\bvars\s*\(|\bsetattr\s*\(|\b
 
 
 def static_faults(solution: Solution, inputs: Sequence[str], outputs: Sequence[str]) -> tuple[str, ...]:
-    """Faults that make ``solution`` certain to fail, each one line naming the file (empty: none found)."""
+    """Faults that make ``solution`` certain to fail, each one line naming the file (empty: none found). Cached
+    by what they depend on: a tuner's trials differ only in tunables.json, and parsing costs a millisecond."""
+    python = tuple((s.path, s.content) for s in solution.sources if s.path.endswith(".py"))
+    return _faults_of(python, solution.spec.entry_point, solution.spec.destination_passing_style, tuple(inputs),
+                      tuple(outputs))
+
+
+@functools.lru_cache(maxsize=512)
+def _faults_of(python: tuple[tuple[str, str], ...], entry_point: str, dps: bool, inputs: tuple[str, ...],
+               outputs: tuple[str, ...]) -> tuple[str, ...]:
     faults: list[str] = []
     trees: dict[str, ast.Module] = {}
-    for source in solution.sources:
-        if not source.path.endswith(".py"):
-            continue
+    for path, content in python:
         try:
-            trees[source.path] = ast.parse(source.content, filename=source.path)
+            trees[path] = ast.parse(content, filename=path)
         except SyntaxError as exc:
-            faults.append(f"{source.path}:{exc.lineno or 0}: error: {exc.msg}")
+            faults.append(f"{path}:{exc.lineno or 0}: error: {exc.msg}")
         except ValueError as exc:  # null bytes
-            faults.append(f"{source.path}: error: {exc}")
-    entry_file, symbol = solution.entry_file, solution.entry_symbol
+            faults.append(f"{path}: error: {exc}")
+    entry_file, _, symbol = entry_point.partition("::")
     tree = trees.get(entry_file)
-    if tree is None or _DYNAMIC.search(solution.entry_source.content):
+    if tree is None or _DYNAMIC.search(dict(python)[entry_file]):
         return tuple(faults)
     bindings = _top_level_bindings(tree, symbol)
     if bindings is None:
         return tuple(faults)
     if not bindings:
-        faults.append(f"{entry_file}: no function '{symbol}' at module level (entry point "
-                      f"{solution.spec.entry_point})")
+        faults.append(f"{entry_file}: no function '{symbol}' at module level (entry point {entry_point})")
         return tuple(faults)
     if len(bindings) == 1 and isinstance(bindings[0], ast.FunctionDef) and not bindings[0].decorator_list:
-        names = [*inputs, *(outputs if solution.spec.destination_passing_style else ())]
-        fault = _arity_fault(bindings[0], names, len(inputs), solution.spec.destination_passing_style)
+        names = [*inputs, *(outputs if dps else ())]
+        fault = _arity_fault(bindings[0], names, len(inputs), dps)
         if fault is not None:
             faults.append(f"{entry_file}:{bindings[0].lineno}: error: {fault}")
     return tuple(faults)

@@ -9,6 +9,7 @@ or counted twice.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -82,6 +83,7 @@ class Fleet:
         self.evaluator_factory = evaluator_factory
         self._can_work: dict[tuple[str, int | None], bool] = {}  # (kind, best attempt id) -> can_work_on
         self._judges: dict[str, Any] = {}  # kind -> the agent asked can_work_on
+        self._nodes, self._nodes_counted_at = 1, -math.inf
         self.timing: TimingPolicy = TimingPolicy()
         self.facts: RunFacts | None = None  # the machine and the run, gathered at each start
         self.problems: dict[int, Problem] = {}  # problem id -> the loaded problem
@@ -289,7 +291,10 @@ class Fleet:
             device_seconds=device_seconds, reviewer=reviewer, device=self.device, blob_roots=self.blob_roots)
 
     def _many_nodes(self) -> bool:
-        return len({p.node for p in self.evaluator.placements()}) > 1
+        now = time.monotonic()
+        if now - self._nodes_counted_at > 5.0:  # placements change only when a node joins or is lost
+            self._nodes_counted_at, self._nodes = now, len({p.node for p in self.evaluator.placements()})
+        return self._nodes > 1
 
     def _usage(self):
         return getattr(getattr(self, "evaluator", None), "usage", None)
@@ -303,7 +308,7 @@ class Fleet:
     async def _prepare_all(self) -> None:
         # One problem in preparation per GPU: a baseline's torch.compile keeps one judge busy for many seconds, and
         # the other GPUs' judges can measure other problems meanwhile.
-        limiter = anyio.CapacityLimiter(max(1, len(self.gpus)))
+        limiter = anyio.CapacityLimiter(max(1, len(self.evaluator.placements())))
 
         async def prepare_one(problem_id: int, problem: Problem) -> None:
             async with limiter:
@@ -507,11 +512,11 @@ class Fleet:
     def _eligible(self, problems) -> dict[str, frozenset[int]]:
         eligible: dict[str, set[int]] = {}
         rows = {p.id: p for p in problems}
-        lanes = {kind: {kind} for kind in self.kinds}
+        lanes: dict[str, set[str]] = {}  # only kinds this run has agents of (a judge may import much)
         for agent in self.store.agents():
-            if agent.kind in lanes and agent.profile:
-                lanes[agent.kind].add(lane(agent))
-        for kind in self.kinds.values():
+            if agent.kind in self.kinds:
+                lanes.setdefault(agent.kind, {agent.kind}).add(lane(agent))
+        for kind in (self.kinds[name] for name in lanes):
             judge = self._judges.get(kind.name)
             if judge is None:
                 judge = self._judges[kind.name] = kind.make(self.config)

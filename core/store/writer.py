@@ -73,6 +73,20 @@ class RunStore(Queries):
         self._dirty_problems.clear()
         return list(self._problems.values())
 
+    def problem(self, problem_id: int) -> model.ProblemRow | None:
+        """From the rows kept in memory (re-read only after this writer changed it): called several times per
+        attempt."""
+        if self._problems is None:
+            self.problems()
+        if problem_id in self._dirty_problems or problem_id not in self._problems:
+            row = super().problem(problem_id)
+            self._dirty_problems.discard(problem_id)
+            if row is None:
+                self._problems.pop(problem_id, None)
+                return None
+            self._problems[problem_id] = row
+        return self._problems[problem_id]
+
     def agents(self) -> list[model.AgentRow]:
         if self._agents is None:
             self._agents = {r.id: r for r in super().agents()}

@@ -60,10 +60,19 @@ _LANGUAGE_NAMES = tuple(lang.value for lang in Language)
 # ---------------------------------------------------------------- public API
 
 
+# A kernel's source is kilobytes: a far larger one is a mistake or an attack on the build and the store.
+MAX_SOURCE_BYTES = 10 << 20
+MAX_SOLUTION_FILE_BYTES = 64 << 20
+
+
 def load_solution(path: str | Path) -> Solution:
     """Read and validate a solution.json file; every fault is a SpecError naming ``path`` and the field."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_SOLUTION_FILE_BYTES:
+            raise SpecError(path, "<file>", f"{size / 2**20:.0f} MB, over the {MAX_SOLUTION_FILE_BYTES >> 20} MB "
+                                            "limit for a solution file (not read)")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(path, "<file>", "no such file") from None
@@ -253,6 +262,10 @@ def _parse_sources(v: _Validator, data: Any) -> tuple[SourceFile, ...]:
         path = v.nonempty_str(obj["path"], f"sources[{i}].path")
         _check_source_path(v, path, f"sources[{i}].path")
         content = v.nonempty_str(obj["content"], f"sources[{i}].content")
+        size = len(content.encode("utf-8", "surrogatepass"))
+        if size > MAX_SOURCE_BYTES:
+            raise v.error(f"sources[{i}].content", f"{_show(path)} is {size / 2**20:.1f} MB, over the "
+                                                   f"{MAX_SOURCE_BYTES >> 20} MB limit for one source file")
         sources.append(SourceFile(path, content))
     return tuple(sources)
 

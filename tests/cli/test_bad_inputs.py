@@ -83,3 +83,17 @@ def test_report_into_a_closed_pipe_says_nothing_more(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
     assert proc.returncode in (0, 1)
+
+
+def test_a_source_over_the_size_limit_is_refused_before_any_worker(tmp_path):
+    import json
+    import time
+
+    solution = json.loads((RMSNORM / "solutions" / "seed_cuda.json").read_text())
+    solution["sources"].append({"path": "padding.py", "content": "# " + "x" * (11 << 20) + "\n"})
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(solution))
+    began = time.monotonic()
+    line = one_error(kernelfleet("eval", str(RMSNORM), "--solution", str(path), "--device", "cpu"))
+    assert "sources[" in line and "padding.py" in line and "over the 10 MB limit" in line, line
+    assert time.monotonic() - began < 30

@@ -151,17 +151,42 @@ class WorkerProcess:
 
 
 def _before_exec(limits: bool, cores: frozenset[int] | None):
-    """What a worker's child runs before exec: the candidate's resource limits, its kept cores."""
-    if not limits and not cores:
-        return None
+    """What a worker's child runs before exec: it dies with the process that started it (a killed orchestrator
+    leaves no worker holding a GPU), then the candidate's resource limits and its kept cores."""
+    parent = os.getpid()
 
     def prepare() -> None:
+        die_with_parent(parent)
         if cores:
             os.sched_setaffinity(0, cores)
         if limits:
             sandbox.apply_limits()
 
     return prepare
+
+
+def _load_prctl():
+    # Looked up once here: a forked child of a threaded parent must not dlopen.
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child: SIGKILL when the thread that forked it ends (Linux; elsewhere nothing). Workers are
+    started from the event loop's thread, which lives as long as the process."""
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def physical_gpu(index: int) -> str:

@@ -10,6 +10,8 @@ or counted twice.
 from __future__ import annotations
 
 import math
+import os
+import socket
 import statistics
 import sys
 import time
@@ -227,7 +229,7 @@ class Fleet:
                                           self.config.planner.plateau_min_gain)
                 self.life = AttemptLife(self.store, evaluator, policy)
                 self.services = self.bench_services(evaluator)
-                self.store.set_run_state("running")
+                self.store.set_run_state("running", owner=f"{socket.gethostname()}:{os.getpid()}")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
                                   f"{len(self._names)} agents, device {self.device}"
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -41,9 +43,40 @@ def submit_control(run_dir: str | Path, command: str, target: str | int = "", va
         raise ControlError(f"{run_dir}: no run here")
     conn = sqlite3.connect(path, timeout=10)
     try:
+        refusal = _not_listening(conn, run_dir)
+        if refusal:
+            raise ControlError(refusal)
         with conn:
             cursor = conn.execute("INSERT INTO controls (ts, command, target, value) VALUES (?, ?, ?, ?)",
                                   (time.time(), command, str(target), "" if value is None else str(int(value))))
         return int(cursor.lastrowid)
     finally:
         conn.close()
+
+
+def _not_listening(conn: sqlite3.Connection, run_dir: str | Path) -> str:
+    """Why no orchestrator would apply a control now ("" when one may)."""
+    try:
+        run = conn.execute("SELECT state, owner FROM run WHERE id = 1").fetchone()
+    except sqlite3.Error as exc:
+        return f"{run_dir}: not a kernelfleet run store ({exc})"
+    if run is None:
+        return f"{run_dir}: the run never started"
+    state, owner = run
+    resume = f"continue it with kernelfleet run --resume {run_dir}"
+    if state in ("stopped", "finished"):
+        return f"{run_dir}: the run is {state}, so nothing would apply the control; {resume}"
+    host, _, pid = (owner or "").rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+        return f"{run_dir}: the run's orchestrator (pid {pid}) is gone, so nothing would apply the control; {resume}"
+    return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

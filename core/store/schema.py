@@ -185,6 +185,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN gpu INTEGER;
     ALTER TABLE attempts ADD COLUMN device_model TEXT NOT NULL DEFAULT '';
     """,
+    # 7: which process is running the run ("host:pid"), so a control sent after that process died is refused.
+    """
+    ALTER TABLE run ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

@@ -129,9 +129,11 @@ class RunStore(Queries):
                           (time.time(), json.dumps(config), json.dumps(problem_paths), device, json.dumps(gpus),
                            gpu_name))
 
-    def set_run_state(self, state: str) -> None:
+    def set_run_state(self, state: str, owner: str | None = None) -> None:
+        """``owner``: the "host:pid" of the process now running the run (kept when None)."""
         ended = time.time() if state in ("stopped", "finished") else None
-        self.conn.execute("UPDATE run SET state = ?, ended_at = ? WHERE id = 1", (state, ended))
+        self.conn.execute("UPDATE run SET state = ?, ended_at = ?, owner = COALESCE(?, owner) WHERE id = 1",
+                          (state, ended, owner))
 
     # ---------------------------------------------------------------- problems and agents
 

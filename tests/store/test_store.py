@@ -1,6 +1,8 @@
 """The run store on a real SQLite file: migrations, WAL, attempts, events, controls from another process, the
 read-only reader, transactions and field checks."""
 
+import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -255,8 +257,14 @@ def test_metrics_since(store):
 # ---------------------------------------------------------------- controls
 
 
+def _running(store) -> None:
+    store.init_run({}, [], "cpu", [])
+    store.set_run_state("running", owner=f"{socket.gethostname()}:{os.getpid()}")
+
+
 def test_controls_from_another_process_reach_the_open_writer(store, tmp_path):
     run_dir = tmp_path / "run"
+    _running(store)
     script = ("import sys\n"
               "from core.store import submit_control\n"
               "print(submit_control(sys.argv[1], 'set_priority', 'norm/p1', 5))\n"
@@ -281,6 +289,7 @@ def test_controls_from_another_process_reach_the_open_writer(store, tmp_path):
 
 def test_submit_control_in_this_process_lands_at_once(store, tmp_path):
     # the writer holds no transaction between calls, so a control is written at once
+    _running(store)
     cid = submit_control(tmp_path / "run", "bump_priority", 3, -1)
     assert store.controls()[-1].id == cid and store.controls()[-1].value == "-1" and store.controls()[-1].target == "3"
 
@@ -440,3 +449,24 @@ def test_the_writer_keeps_its_rows_in_memory_and_in_step_with_the_file(tmp_path)
     with RunReader(tmp_path) as reader:
         assert [(p.id, p.priority) for p in reader.problems()] == [(p.id, p.priority) for p in store.problems()]
     store.close()
+
+
+def test_a_control_to_a_run_nothing_would_apply_it_to_is_refused_with_the_way_out(store, tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ControlError, match="the run never started"):
+        submit_control(run_dir, "stop_run")
+    store.init_run({}, [], "cpu", [])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was an orchestrator's and is no process now
+    store.set_run_state("running", owner=f"{socket.gethostname()}:{gone.pid}")
+    with pytest.raises(ControlError, match=rf"orchestrator \(pid {gone.pid}\) is gone.*--resume {run_dir}"):
+        submit_control(run_dir, "pause_problem", "norm/p1")
+    store.set_run_state("running", owner=f"{socket.gethostname()}:{os.getpid()}")
+    assert submit_control(run_dir, "pause_problem", "norm/p1") > 0
+    store.set_run_state("running", owner="another-host:1")  # cannot be checked from here: accepted
+    assert submit_control(run_dir, "pause_problem", "norm/p1") > 0
+    store.set_run_state("stopped")
+    with pytest.raises(ControlError, match="the run is stopped, so nothing would apply the control; continue it"):
+        submit_control(run_dir, "stop_run")
+    assert len(store.controls()) == 2
+

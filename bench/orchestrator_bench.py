@@ -277,6 +277,9 @@ class SimulatedEvaluator:
         return [f"simulated evaluator: {self.gpus} GPUs on {nodes} nodes, {self.eval_s * 1e3:g} ms per evaluation, "
                 "no builds, no confinement"]
 
+    def news(self) -> list[str]:
+        return []
+
 
 def _chunk(solution) -> int:
     """The candidate's CHUNK value, read straight from its tunables.json (the fleet has validated it already)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
-from core.config import ConfigError, load_config
+from core.config import ConfigError, check_ray_address, load_config
 from core.fleet.orchestrator import Fleet, FleetError
 
 BUNDLED_PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
@@ -30,14 +30,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run is recorded (default: runs/TIME)")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run recorded in DIR")
     parser.add_argument("--device", choices=["cuda", "cpu"], help="override [fleet] device")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="evaluate on the GPUs of a Ray cluster: the head's HOST:PORT, \"auto\" (the cluster "
+                             "`ray start` made on this host) or \"local\"; overrides [cluster] ray_address and is "
+                             "kept with the run, so --resume uses it (needs kernelfleet[cluster])")
     parser.add_argument("--headless", action="store_true", help="no terminal UI: print progress lines")
     parser.set_defaults(handler=run_fleet)
 
 
 def run_fleet(args: argparse.Namespace) -> int:
     err = sys.stderr
-    if args.resume and (args.problem_paths or args.config or args.run_dir):
-        print("error: --resume DIR takes the problems and config stored in DIR; give no others", file=err)
+    if args.resume and (args.problem_paths or args.config or args.run_dir or args.ray is not None):
+        print("error: --resume DIR takes the problems and config stored in DIR (its Ray address too); give no "
+              "others", file=err)
         return 2
     try:
         config = load_config(args.config)
@@ -46,6 +51,22 @@ def run_fleet(args: argparse.Namespace) -> int:
         return 2
     if args.device:
         config = dataclasses.replace(config, fleet=dataclasses.replace(config.fleet, device=args.device))
+    if args.ray is not None:
+        problem = check_ray_address(args.ray)
+        if problem:
+            print(f"error: --ray: {problem}", file=err)
+            return 2
+        config = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, ray_address=args.ray))
+    address = _stored_ray_address(args.resume) if args.resume else config.cluster.ray_address
+    if address:
+        from core.cluster import ClusterError
+        from core.cluster.connect import preflight
+
+        try:
+            preflight(address)
+        except ClusterError as exc:
+            print(f"error: {exc}", file=err)
+            return 2
     if args.resume:
         run_dir, paths = args.resume, None
     else:
@@ -57,8 +78,44 @@ def run_fleet(args: argparse.Namespace) -> int:
     except FleetError as exc:
         print(f"error: {exc}", file=err)
         return 2
+    except BaseException as exc:  # noqa: BLE001 - a cluster that fails at start is one line; anything else is raised
+        cluster = _cluster_error(exc)
+        if cluster is None:
+            raise
+        print(f"error: {cluster}", file=err)
+        return 2
     print(f"run {state}: {run_dir} — see `kernelfleet report {run_dir}`", flush=True)
     return 0
+
+
+def _stored_ray_address(run_dir: Path) -> str:
+    """The Ray address in the config a run stored ("" when none, or when the store cannot be read: the run's own
+    start says why)."""
+    from core.config import parse_config
+    from core.store import RunReader
+
+    try:
+        with RunReader(run_dir) as reader:
+            info = reader.run_info()
+        return parse_config(info.config).cluster.ray_address if info is not None else ""
+    except (OSError, ValueError, ConfigError):
+        return ""
+
+
+def _cluster_error(exc: BaseException) -> BaseException | None:
+    """The ClusterError that ended the run, alone or inside an exception group; None for any other failure. Only
+    a run with a Ray address can raise one, so core.cluster is looked at only where it was imported."""
+    cluster = sys.modules.get("core.cluster.errors")
+    if cluster is None:
+        return None
+    if isinstance(exc, cluster.ClusterError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _cluster_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def _run_with_signals(fleet: Fleet) -> str:

@@ -1,8 +1,9 @@
 """The run configuration: a TOML file checked against frozen dataclasses, every setting with a default."""
 
-from core.config.load import ConfigError, config_to_dict, load_config, parse_config
+from core.config.load import ConfigError, check_ray_address, config_to_dict, load_config, parse_config
 from core.config.schema import (
     BudgetConfig,
+    ClusterConfig,
     EvaluationConfig,
     FleetConfig,
     FleetSection,
@@ -16,7 +17,9 @@ from core.config.schema import (
 
 __all__ = [
     "BudgetConfig",
+    "ClusterConfig",
     "ConfigError",
+    "check_ray_address",
     "EvaluationConfig",
     "FleetConfig",
     "FleetSection",

@@ -114,6 +114,10 @@ def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
         _check_env_name(parsed.api_key_env, source)
         if profiles is not None:
             parsed = replace(parsed, profiles=_parse_profiles(profiles, parsed, source))
+    if section == "cluster":
+        problem = check_ray_address(parsed.ray_address)
+        if problem:
+            raise ConfigError(source, "cluster.ray_address", problem)
     if section == "fleet" and parsed.tuner_agents + parsed.llm_agents < 1:
         raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
                                            f"{parsed.tuner_agents} + {parsed.llm_agents}")
@@ -209,6 +213,23 @@ def _parse_profiles(tables: Any, base: LlmConfig, source: str) -> tuple[ModelPro
             _check_env_name(values["api_key_env"], source, f"{where}.api_key_env")
         profiles.append(ModelProfile(name, replace(base, **values, profiles=()), rank))
     return tuple(profiles)
+
+
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})")
+
+
+def check_ray_address(address: str) -> str:
+    """Why ``address`` is not a Ray address kernelfleet can join ("" when it is): empty (no Ray), "local", "auto" or
+    HOST:PORT of the head's GCS (``ray start --head --port=PORT``)."""
+    if address in ("", "local", "auto"):
+        return ""
+    if address.startswith("ray://"):
+        return (f"{address!r} is a Ray Client address, which kernelfleet does not use: give the head's HOST:PORT "
+                "(the port of `ray start --head --port=PORT`, 6379 by default)")
+    match = _HOST_PORT.fullmatch(address)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        return f"expected \"\" (one host, no Ray), \"local\", \"auto\" or HOST:PORT, got {_show(address)}"
+    return ""
 
 
 def _check_env_name(name: str, source: str, key: str = "llm.api_key_env") -> None:

@@ -194,6 +194,15 @@ class ReviewConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """Where the GPUs are: empty, this host's (no Ray needed); else a Ray cluster's (``core.cluster``, the
+    ``kernelfleet[cluster]`` extra): "local" starts a one-host Ray cluster, "auto" joins the one ``ray start`` made
+    on this host, HOST:PORT joins the cluster whose head listens there."""
+
+    ray_address: str = setting("")
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     llm: LlmConfig = field(default_factory=LlmConfig)
     fleet: FleetSection = field(default_factory=FleetSection)
@@ -203,3 +212,4 @@ class FleetConfig:
     tuner: TunerConfig = field(default_factory=TunerConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     review: ReviewConfig = field(default_factory=ReviewConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)

@@ -90,3 +90,7 @@ class Evaluator(Protocol):
     def describe(self) -> list[str]:
         """Lines for the run's log at start: the confinement, the cores kept for timing, the nodes."""
         ...
+
+    def news(self) -> list[str]:
+        """Lines for the run's log since the last call: devices lost, joined or replaced."""
+        ...

@@ -67,6 +67,9 @@ class LocalEvaluator:
             lines.append(self.pool.core_plan.describe())
         return lines
 
+    def news(self) -> list[str]:
+        return []  # this machine's devices do not come and go
+
     async def run_confined(self, *args: Any, **kwargs: Any):
         """An instrument around candidate code, confined on a device (``EvaluationPool.run_confined``)."""
         return await self.pool.run_confined(*args, **kwargs)

@@ -157,13 +157,14 @@ class Fleet:
         self.store.redact = redact
         loaded = loaded or self._load_problems()
         device = self.config.fleet.device
-        gpus = list(self.config.gpus.ids) or (detect_gpus() if device == "cuda" else [])
-        if device == "cuda" and not gpus:
+        on_cluster = bool(self.config.cluster.ray_address)  # the GPUs are the cluster's, the head may have none
+        gpus = list(self.config.gpus.ids) or (detect_gpus() if device == "cuda" and not on_cluster else [])
+        if device == "cuda" and not gpus and not on_cluster:
             raise FleetError("no CUDA GPU found: set [fleet] device = \"cpu\" (pytorch candidates only) or "
                              "list [gpus] ids")
         self.device, self.gpus = device, gpus
         self.gpu_name = ""
-        if device == "cuda":
+        if device == "cuda" and gpus:
             from core.roofline.problem_sol import gpu_name_from_smi
 
             self.gpu_name = gpu_name_from_smi(gpus[0])
@@ -264,7 +265,7 @@ class Fleet:
             return self.evaluator_factory(self)
         options = dict(spare=self.config.gpus.spare, workload_timeout_s=self.config.gpus.workload_timeout_s,
                        readable=[*self.problem_paths, *self.blob_roots])
-        address = getattr(getattr(self.config, "cluster", None), "ray_address", "")
+        address = self.config.cluster.ray_address
         if address:
             from core.cluster import RayEvaluator  # only runs on a Ray cluster import Ray
 
@@ -540,6 +541,8 @@ class Fleet:
         ticks = 0
         while True:
             self._apply_controls()
+            for line in self.evaluator.news():
+                self.event("log", line)
             self._plan_once()
             self._plan_profiles()
             if ticks % 5 == 0:

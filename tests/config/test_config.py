@@ -170,7 +170,7 @@ def test_config_is_frozen():
     # Unknown names, with the closest valid one.
     ("[lm]\nmodel = 'x'\n", "fleet.toml: lm: unknown section, did you mean 'llm'?"),
     ("[xyz]\n", "fleet.toml: xyz: unknown section; valid sections: llm, fleet, gpus, budgets, planner, tuner, "
-                "evaluation, review"),
+                "evaluation, review, cluster"),
     ("[planner]\nmode = 'llm'\nllm_profile = 'cheap'\n",
      "fleet.toml: planner.llm_profile: no model profile 'cheap'; profiles: none ([llm.profiles.NAME] tables)"),
     ("[review]\nenabled = true\nprofile = 'cheap'\n",
@@ -269,7 +269,7 @@ def test_config_to_dict_round_trips_through_json(cfg):
     data = config_to_dict(cfg)
     text = json.dumps(data)
     assert parse_config(json.loads(text)) == cfg
-    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "evaluation", "review"}
+    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "evaluation", "review", "cluster"}
 
 
 def test_config_to_dict_holds_plain_values():

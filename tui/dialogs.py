@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -28,20 +28,22 @@ Keys (no mouse needed; ctrl+p opens the command palette)
   escape     back          ?  this help
   q          quit the watcher (the run goes on)
 
-Controls are written to the run's store; the orchestrator applies them within a
-tick and the result shows in the grid's status line and as a notification."""
+Controls are written to the run's store; the orchestrator applies them
+within a tick, and the result shows in the grid's status line and as a
+notification."""
 
 
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: auto; max-width: 100%; height: auto; max-height: 100%;
-                            border: round $accent; background: $panel; padding: 0 1; overflow-y: auto; }
+    HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%;
+                                  border: round $accent; background: $panel; padding: 0 1; }
+    HelpScreen Static { width: 100%; height: auto; }
     """
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with VerticalScroll():  # 80x24 shows it whole; a smaller terminal scrolls it
             yield Static(KEYS_HELP)
 
 

@@ -13,6 +13,7 @@ from functools import cached_property
 
 from core.store import model
 from core.config.schema import DEFAULT_PROFILE
+from core.roofline.sol import geomean
 from core.store.model import AgentRow, AttemptRow, ControlRow, EventRow, LlmCall, LlmCallRow, MetricRow, ProblemRow, \
     RunInfo
 from core.store.queries import Queries
@@ -336,13 +337,14 @@ def header_lines(s: Snapshot) -> list[str]:
         sum(sols) / len(sols) if sols else None)
     speedups = [p.best_speedup for p in s.problems if p.best_speedup and p.best_speedup > 0]
     geo = latest.geomean_speedup if latest and latest.geomean_speedup is not None else (
-        math.exp(sum(math.log(v) for v in speedups) / len(speedups)) if speedups else None)
+        geomean(speedups) if speedups else None)
     spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
     line1 = (f"{s.run_name} [{state}] {elapsed} · problems {active} active, {done_count(s.problems)} done "
              f"/ {len(s.problems)} · attempts {s.totals.attempts}")
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
-    line2 = (f"GPU {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+    device = "CPU" if run is not None and run.device == "cpu" else "GPU"  # the busy fraction is of the run's devices
+    line2 = (f"{device} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
              f"SOL {fmt_sol(mean_sol)} {spark} · geomean {fmt_x(geo)}")
     return [line1, line2]
 

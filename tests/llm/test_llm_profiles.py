@@ -57,6 +57,22 @@ def _calls_by_profile(reader, since_ts: float = 0.0) -> dict[str, int]:
     return counts
 
 
+def _add_two_profiles(path, cheap, strong) -> None:
+    """'cheap' and 'strong' (rank 1) at their scripted servers, prices left at their defaults."""
+    path.write_text(path.read_text() + f"""
+[llm.profiles.cheap]
+base_url = "{cheap.base_url}"
+model = "cheap-model"
+api_key_env = "KF_CHEAP_KEY"
+
+[llm.profiles.strong]
+base_url = "{strong.base_url}"
+model = "strong-model"
+api_key_env = "KF_STRONG_KEY"
+rank = 1
+""")
+
+
 def _switches(store) -> list:
     return [e for e in store.events(kind="decision") if "profile 'cheap' → 'strong': SOL gain per $" in e.message]
 
@@ -151,18 +167,7 @@ def test_a_plateaued_problem_gets_one_turn_on_the_strongest_profile(tmp_path):
     with ScriptedServer(never, forever=finish) as cheap, ScriptedServer(rescue, forever=finish) as strong:
         path = write_config(tmp_path / "fleet.toml", llm={"model": "unused", "api_key_env": "KF_UNUSED_KEY"},
                             planner={"plateau_attempts": 3, "profile_min_attempts": 50})
-        path.write_text(path.read_text() + f"""
-[llm.profiles.cheap]
-base_url = "{cheap.base_url}"
-model = "cheap-model"
-api_key_env = "KF_CHEAP_KEY"
-
-[llm.profiles.strong]
-base_url = "{strong.base_url}"
-model = "strong-model"
-api_key_env = "KF_STRONG_KEY"
-rank = 1
-""")
+        _add_two_profiles(path, cheap, strong)
         run_dir = drive(Fleet(tmp_path / "run", load_config(path), [str(problems)]),
                         lambda s: any(e.message.startswith("escalated turn ended") for e in s.events(kind="decision")),
                         timeout_s=60)
@@ -198,18 +203,7 @@ def test_what_one_profile_exhausted_stays_open_to_the_other(tmp_path):
                             fleet={"llm_agents": 2},
                             planner={"max_agents_per_problem": 2, "profile_min_attempts": 500,
                                      "plateau_attempts": 500, "escalate_plateaued": False})
-        path.write_text(path.read_text() + f"""
-[llm.profiles.cheap]
-base_url = "{cheap.base_url}"
-model = "cheap-model"
-api_key_env = "KF_CHEAP_KEY"
-
-[llm.profiles.strong]
-base_url = "{strong.base_url}"
-model = "strong-model"
-api_key_env = "KF_STRONG_KEY"
-rank = 1
-""")
+        _add_two_profiles(path, cheap, strong)
         fleet = Fleet(tmp_path / "run", load_config(path), [str(problems)])
         run_dir = drive(fleet, lambda store: sum(a.profile == "strong" and a.state == "done"
                                                  for a in store.attempts()) >= 4, timeout_s=60)

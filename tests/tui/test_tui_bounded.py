@@ -92,7 +92,7 @@ async def test_footer_draws_the_screens_keys_on_one_line_and_a_click_presses_one
     async with app.run_test(size=(120, 24)) as pilot:
         footer = app.screen.query_one(KeyFooter)
         line = footer.render_line(0).text
-        assert line.startswith(" ⏎ detail  space pause/resume ") and line.rstrip().endswith("^p palette")
+        assert line.startswith(" ⏎ detail  space pause ") and line.rstrip().endswith("^p palette")
         assert not footer.children
         start = line.index(" + prio+")
         await pilot.click(KeyFooter, offset=(start + 1, 0))
@@ -101,6 +101,28 @@ async def test_footer_draws_the_screens_keys_on_one_line_and_a_click_presses_one
         await pilot.pause()
         assert app.screen.query_one(KeyFooter).render_line(0).text.startswith(" esc back  d diffs ")
     assert controls(run_dir) == [("bump_priority", "L1/attention", "1")]
+
+
+async def test_at_80x24_help_quit_and_stop_stay_in_the_footer_and_help_lists_every_key(make):
+    from textual.widgets import Static
+
+    from tui.dialogs import KEYS_HELP, HelpScreen
+
+    app = make()
+    async with app.run_test(size=(80, 24)) as pilot:
+        line = app.screen.query_one(KeyFooter).render_line(0).text
+        assert len(line) <= 80 and " q quit  ? help  S stop run ▏^p palette" in line, line
+        start = line.index(" ? help")
+        await pilot.click(KeyFooter, offset=(start + 1, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        shown = app.screen.query_one(Static)
+        assert shown.region.width >= 70 and shown.region.height == len(KEYS_HELP.splitlines())
+        for binding in (*app.BINDINGS, *app.screen_stack[-2].BINDINGS):
+            key = binding.key
+            label = {"question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "space": "space",
+                     "escape": "escape"}.get(key, key)
+            assert f"  {label} " in KEYS_HELP or f" {label}  " in KEYS_HELP, key
 
 
 async def test_kept_screens_catch_up_when_shown_again(make, run_dir):

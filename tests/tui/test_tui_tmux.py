@@ -60,7 +60,7 @@ def test_watch_in_a_real_terminal(tmux, run_dir):
     assert "demo-run [running]" in lines[0] and "problems 5 active, 3 done / 12" in lines[0]
     row = next(line for line in lines if "cpu/row_rmsnorm" in line)
     assert "active" in row and "1.30x" in row and "0.58" in row and "█" in row
-    assert "pause/resume" in lines[-1]  # the footer
+    assert "? help" in lines[-1] and "q quit" in lines[-1]  # the footer
     # `+` on the first row, then the detail of the second row.
     tmux("send-keys", "-t", "watch", "+")
     deadline = time.monotonic() + 10

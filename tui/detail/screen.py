@@ -49,8 +49,9 @@ class DetailScreen(Screen):
     DetailScreen #frontier { height: auto; max-height: 2; padding: 0 1; }
     DetailScreen #attempts { height: 1fr; min-height: 4; }
     DetailScreen #bottom { height: 7; }
-    DetailScreen #decisions { width: 1fr; height: 100%; border-top: solid $secondary; }
-    DetailScreen #log { width: 1fr; height: 100%; border-top: solid $secondary; }
+    DetailScreen #decisions { width: 1fr; height: 100%; border-top: solid $secondary; border-right: vkey $secondary;
+                              padding: 0 1 0 0; }
+    DetailScreen #log { width: 1fr; height: 100%; border-top: solid $secondary; padding: 0 0 0 1; }
     """
 
     def __init__(self):

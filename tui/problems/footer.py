@@ -20,6 +20,9 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 
+ALWAYS_SHOWN = ("question_mark", "q", "S")
+
+
 class KeyFooter(Widget):
     ALLOW_SELECT = False
     COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator"}
@@ -92,26 +95,42 @@ class KeyFooter(Widget):
         key_style = base + self.get_component_rich_style("key-footer--key")
         description_style = base + self.get_component_rich_style("key-footer--description")
         dim = Style(dim=True)
+
+        def item(display: str, description: str, enabled: bool) -> list[Segment]:
+            segments = [Segment(f" {display} ", key_style), Segment(f"{description} ", description_style)]
+            return segments if enabled else [Segment(s.text, s.style + dim) for s in segments]
+
+        # The keys to get help, quit and stop are drawn on the right with the palette's, so a narrow terminal cuts
+        # the others (all listed by help) and never these.
+        pinned = [k for k in self._shown if k[0] in ALWAYS_SHOWN]
         right: list[Segment] = []
+        right_spans: list[tuple[int, int, str, bool]] = []
+        for key, display, description, enabled in pinned:
+            segments = item(display, description, enabled)
+            right_spans.append((sum(s.cell_length for s in right), 0, key, enabled))
+            right += segments
+            right_spans[-1] = (*right_spans[-1][:1], sum(s.cell_length for s in right), key, enabled)
         if self._palette is not None:
             _, display, description, _ = self._palette
-            right = [Segment("▏", base + self.get_component_rich_style("key-footer--separator")),
-                     Segment(display, key_style), Segment(" " + description, description_style), Segment(" ", base)]
-        room = width - sum(s.cell_length for s in right)
+            right += [Segment("▏", base + self.get_component_rich_style("key-footer--separator"))]
+            right_spans.append((sum(s.cell_length for s in right), 0, self._palette[0], self._palette[3]))
+            right += [Segment(display, key_style), Segment(" " + description, description_style), Segment(" ", base)]
+            right_spans[-1] = (*right_spans[-1][:1], sum(s.cell_length for s in right), *right_spans[-1][2:])
+        room = max(0, width - sum(s.cell_length for s in right))
         left: list[Segment] = []
         self._spans = []
         x = 0
         for key, display, description, enabled in self._shown:
-            segments = [Segment(f" {display} ", key_style), Segment(f"{description} ", description_style)]
-            if not enabled:
-                segments = [Segment(s.text, s.style + dim) for s in segments]
+            if key in ALWAYS_SHOWN:
+                continue
+            segments = item(display, description, enabled)
             end = x + sum(s.cell_length for s in segments)
-            self._spans.append((x, min(end, room), key, enabled))
+            if x < room:
+                self._spans.append((x, min(end, room), key, enabled))
             left += segments
             x = end
-        if self._palette is not None:
-            self._spans.append((room, width, self._palette[0], self._palette[3]))
-        keys = Strip(left, x).crop_extend(0, max(0, room), base)  # the keys that do not fit are cut, as in Footer
+        self._spans += [(room + start, room + end, key, enabled) for start, end, key, enabled in right_spans]
+        keys = Strip(left, x).crop_extend(0, room, base)  # the keys that do not fit are cut, as in Footer
         return Strip([*keys, *right]).crop(0, width)
 
     def on_mouse_down(self, event: events.MouseDown) -> None:

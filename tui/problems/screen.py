@@ -17,7 +17,7 @@ from tui.problems.grid import ProblemGrid
 class ProblemsScreen(Screen):
     AUTO_FOCUS = "#grid"
     BINDINGS = [
-        Binding("space", "pause", "pause/resume"),
+        Binding("space", "pause", "pause"),
         Binding("a", "agent", "agent"),
         Binding("plus", "bump(1)", "prio+"),
         Binding("minus", "bump(-1)", "prio-"),

@@ -31,9 +31,9 @@ def check_store_file(path: Path) -> None:
     except OSError as exc:
         raise NotARunStore(f"{path}: cannot read the run store ({reason(exc)})") from None
     if size == 0:
-        raise NotARunStore(f"{path}: the file is empty, not a run store (left untouched)")
+        raise NotARunStore(f"{path}: the file is empty, so not a kernelfleet run store (left untouched)")
     if header != SQLITE_HEADER:
-        raise NotARunStore(f"{path}: not a SQLite database, so not a run store (left untouched)")
+        raise NotARunStore(f"{path}: not a SQLite database, so not a kernelfleet run store (left untouched)")
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         try:

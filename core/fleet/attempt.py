@@ -4,6 +4,8 @@ Agents' candidates, seeds, composites and ``--resume``'s re-evaluations all go t
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +48,6 @@ class Candidate:
 
 def content_hash(solution: dict[str, Any]) -> str:
     """Identity of a candidate's content: its spec and its sources by path (not its name or author)."""
-    import hashlib
-    import json
-
     sources = sorted((s["path"], s["content"]) for s in solution.get("sources", []))
     blob = json.dumps([solution.get("spec"), sources], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

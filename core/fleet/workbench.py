@@ -13,6 +13,7 @@ from typing import Any
 from core.build import BuildService
 from core.config import FleetConfig
 from core.errors import SpecError
+from core.evaluate.evaluate import spec_fault_verdict
 from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
 from core.fleet.agent import AgentIdentity
@@ -185,9 +186,7 @@ class Workbench:
         faults = static_faults(solution, tuple(definition.inputs), tuple(definition.outputs))
         if not faults:
             return None
-        reason = "static check: " + "; ".join(faults[:4])
-        return Verdict(Status.COMPILE_ERROR, reason,
-                       tuple(WorkloadVerdict(i, Status.COMPILE_ERROR, reason) for i in (workloads or (0,))[:1]))
+        return spec_fault_verdict("static check: " + "; ".join(faults[:4]), (workloads or (0,))[:1])
 
     async def _review(self, solution: Solution, diff: str, note: str,
                       workloads: tuple[int, ...] | None) -> Verdict | None:

@@ -210,21 +210,21 @@ class EvaluationPool:
         competes with a candidate for GPU memory. A process that abandons a compile, breaks or stops answering is
         replaced; one lost while compiling is asked again with torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
+        from core.evaluate.baseline import sanity
         from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
         slot = min(self._slots,
                    key=lambda s: (s.baseliner_lock.locked(), self._gates.load(s.index), next(self._next)))
-        results = []
-        for index in indices:
+
+        async def measure(index: int, forget: bool = False) -> tb.WorkloadBaseline:
             if problem.workloads[index].unavailable:
-                reason = f"workload unavailable: {problem.workloads[index].unavailable}"
-                results.append(tb.failed(problem, index, reason))
-                continue
+                return tb.failed(problem, index, f"workload unavailable: {problem.workloads[index].unavailable}")
 
             def request(compile_failure: str) -> dict[str, Any]:
                 return tb.request_for(problem, index, timing=timing, compile_timeout_s=compile_timeout_s,
-                                      compile_failure=compile_failure, use_cache=use_cache, blob_roots=blob_roots)
+                                      compile_failure=compile_failure, use_cache=use_cache, forget=forget,
+                                      blob_roots=blob_roots)
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
@@ -232,8 +232,15 @@ class EvaluationPool:
                     reply = await self._baseline_apart(slot, request, compile_timeout_s, priority)
             else:
                 reply = await self._baseline_in_judge(slot, request, compile_timeout_s, priority)
-            results.append(tb.from_reply(problem, index, reply))
-        return results
+            return tb.from_reply(problem, index, reply)
+
+        results = {index: await measure(index) for index in indices}
+        # Out of line with a larger workload: measured again, uncached; still out of line: not trusted.
+        for index in sanity.inversions(problem, list(results.values())):
+            results[index] = await measure(index, forget=True)
+        for index, why in sanity.inversions(problem, list(results.values())).items():
+            results[index] = sanity.distrusted(results[index], why)
+        return [results[index] for index in indices]
 
     async def _baseline_apart(self, slot: _DeviceSlot, request, compile_timeout_s: float,
                               priority: int) -> dict[str, Any]:

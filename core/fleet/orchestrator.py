@@ -26,7 +26,7 @@ import anyio
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
 from core.evaluate import TimingPolicy
-from core.evaluate.baseline import METHOD_COMPILED
+from core.evaluate.baseline import METHOD_COMPILED, sanity
 from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome
@@ -339,9 +339,11 @@ class Fleet:
             compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
             baselines = await self.evaluator.baseline(problem, runnable, timing=self.timing,
                                                       compile_timeout_s=compile_s, blob_roots=self.blob_roots)
+            baselines = [sanity.distrusted(b, sanity.below_roofline(b, sol.t_sol_ms.get(b.index))) for b in baselines]
             infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
                                   b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
-                                  b.compile_reason, b.timing_method, sol.bound.get(b.index, "")) for b in baselines]
+                                  b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable)
+                     for b in baselines]
             self.store.set_problem_workloads(problem_id, [asdict(i) for i in infos])
             self.event("log", f"baseline measured on {len(infos)} workloads"
                               + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
@@ -760,6 +762,10 @@ def _compile_outcome(baselines) -> str:
     if slower:
         parts.append("eager faster than torch.compile on workload "
                      + ", ".join(f"{b.index} ({b.eager_ms * 1e3:.3g} vs {b.compiled_ms * 1e3:.3g} us)" for b in slower))
+    distrusted = [b for b in baselines if b.unreliable]
+    if distrusted:
+        parts.append(f"T_b not trusted on workload {', '.join(str(b.index) for b in distrusted)} (no speedup counted "
+                     f"there): {distrusted[0].unreliable[:200]}")
     host_bound = [b for b in baselines if "host-bound" in b.timing_method]
     if host_bound:
         parts.append(f"T_b host-bound on workload {', '.join(str(b.index) for b in host_bound)}")

@@ -33,6 +33,7 @@ class WorkloadInfo:
     compile_reason: str = ""  # why torch.compile has no time: failed, abandoned, mismatched, skipped
     timing_method: str = ""  # how T_b was timed (says "host-bound" when no lead could cover the launch)
     bound: str = ""  # what bounds T_sol: "memory", "compute" or "floor" (the fixed latency); "" not known
+    t_b_unreliable: str = ""  # why a measured T_b was not trusted (core.evaluate.baseline.sanity); t_b_ms is None
 
 
 @dataclass(frozen=True)

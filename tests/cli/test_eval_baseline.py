@@ -111,7 +111,7 @@ def test_slow_compile_is_abandoned_and_the_judge_asked_to_restart(problem_dir, c
     assert abandoned and result.ok and result.method == "eager"
     assert result.compile_reason.startswith("torch.compile did not finish within 0.2 s; abandoned")
 
-    monkeypatch.setattr(tb, "_compile_and_warm",
+    monkeypatch.setattr(tb.measure, "_compile_and_warm",
                         lambda *a, **k: (None, None, None, "torch.compile did not finish within 0.2 s; abandoned", True))
     reply = tb.handle_request(FakeJudge(), tb.request_for(problem, 0, timing=QUICK, compile_timeout_s=0.2))
     assert reply["status"] == "ok" and reply["restart"] is True

@@ -1,0 +1,151 @@
+"""The judge's baseline ops (one workload per request) and the pool's side of them: the request, its reply."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from core.evaluate.baseline.cache import BaselineCache, baseline_key, problem_content_hash
+from core.evaluate.baseline.measure import (FatalDeviceError, _one_line, device_name,
+                                            make_workload_inputs, measure_workload, prepare_workload,
+                                            time_prepared)
+from core.evaluate.baseline.sanity import distrusted, spread_problem
+from core.evaluate.baseline.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, WorkloadBaseline
+from core.evaluate.timing import TimingPolicy
+from core.problem.schema import Problem
+
+
+def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The judge's baseline ops, one workload each.
+
+    - ``baseline``: T_b from the cache, or measured in one go (then cached).
+    - ``baseline_lookup``: T_b from the cache, or ``{"status": "miss"}``.
+    - ``baseline_inputs``: T_b from the cache, or the inputs and the eager reference's first run (GPU work), kept
+      in the judge for the next request; replies ``{"status": "ready"}``. Sent holding the GPU.
+    - ``baseline_prepare``: T_b from the cache, or the untimed half (torch.compile, and the inputs unless
+      ``baseline_inputs`` made them), kept in the judge for the next request; replies ``{"status": "ready"}``. The
+      pool sends it without holding the GPU.
+    - ``baseline_time``: the timed half of the prepared workload (then cached). Sent holding the GPU.
+
+    Request (see ``request_for``): ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy
+    fields, or None for the default), ``input_sets``, ``compile``, ``compile_timeout_s``, ``compile_skip_reason``,
+    ``compile_attempted``, ``use_cache``, ``forget`` (drop the cached entry, measure, and cache nothing: a figure
+    that failed ``sanity`` across workloads). A result that fails ``sanity``'s spread check is never cached. Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true``
+    when a compile was abandoned (its thread still runs), ``{"status": "error", "reason": ...}`` when the problem
+    cannot be loaded, or a fatal reply when the device context broke.
+    """
+    import torch
+
+    op = request.get("op", "baseline")
+    if op == "baseline_time":
+        pending, judge.pending_baseline = getattr(judge, "pending_baseline", None), None
+        if pending is None:
+            return {"status": "error", "reason": "no prepared baseline to time"}
+        prepared, cache_key, meta, policy, keep = pending
+        try:
+            result = time_prepared(prepared, judge.device, policy)
+        except FatalDeviceError as exc:
+            return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
+        return _finished(result, cache_key, meta, keep)
+
+    judge.pending_baseline = None
+    made_before, judge.pending_inputs = getattr(judge, "pending_inputs", None), None
+    try:
+        problem, reference = judge._problem(request)
+    except Exception as exc:  # noqa: BLE001 - a broken problem is a result, not a crash
+        return {"status": "error", "reason": f"reference: {_one_line(exc)}"}
+    index = int(request["workload"])
+    if not 0 <= index < len(problem.workloads):
+        return {"status": "error", "reason": f"no workload {index} ({len(problem.workloads)} workloads)"}
+    policy = TimingPolicy(**request["timing"]) if request.get("timing") else TimingPolicy()
+    input_sets = int(request.get("input_sets") or DEFAULT_INPUT_SETS)
+    try_compile = bool(request.get("compile", True))
+    name = device_name(judge.device)
+    try:
+        cache_key = baseline_key(problem.path, name, torch.__version__)
+    except OSError as exc:
+        return {"status": "error", "reason": f"cannot read the problem files: {exc}"}
+    if request.get("use_cache", True):
+        found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
+        if found is not None:
+            return {"status": "ok", "baseline": found.to_dict()}
+    if op == "baseline_lookup":
+        return {"status": "miss"}
+    keep = not request.get("forget")
+    if not keep:
+        BaselineCache().forget(cache_key, index)
+    meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
+            "torch_version": torch.__version__}
+    attempted = request.get("compile_attempted")
+    options = dict(reference=reference, input_sets=input_sets, try_compile=try_compile,
+                   compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
+                   compile_skip_reason=str(request.get("compile_skip_reason", "")),
+                   compile_attempted=None if attempted is None else bool(attempted))
+    try:
+        if op == "baseline_inputs":
+            inputs = make_workload_inputs(problem, index, judge.device, policy, reference=reference,
+                                          input_sets=input_sets, try_compile=try_compile,
+                                          compile_attempted=options["compile_attempted"])
+            if isinstance(inputs, WorkloadBaseline):
+                return _finished(inputs, cache_key, meta, keep)
+            judge.pending_inputs = (cache_key, index, inputs)
+            return {"status": "ready"}
+        if op == "baseline_prepare":
+            inputs = made_before[2] if made_before is not None and made_before[:2] == (cache_key, index) else None
+            prepared, abandoned = prepare_workload(problem, index, judge.device, policy, inputs=inputs, **options)
+            if isinstance(prepared, WorkloadBaseline):
+                return _finished(prepared, cache_key, meta, keep)
+            if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process
+                return {"status": "ok", "abandoned": prepared.compile_reason, "restart": True}
+            judge.pending_baseline = (prepared, cache_key, meta, policy, keep)
+            return {"status": "ready"}
+        result, abandoned = measure_workload(problem, index, judge.device, policy, **options)
+    except FatalDeviceError as exc:
+        return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
+    reply = _finished(result, cache_key, meta, keep)
+    if abandoned:
+        reply["restart"] = True
+    return reply
+
+
+def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], keep: bool = True) -> dict[str, Any]:
+    result = distrusted(result, spread_problem(result))
+    if result.ok and keep:
+        BaselineCache().store(cache_key, result, meta)
+    return {"status": "ok", "baseline": result.to_dict()}
+
+
+def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
+                compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_failure: str = "",
+                use_cache: bool = True, forget: bool = False, input_sets: int = DEFAULT_INPUT_SETS,
+                blob_roots: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile;
+    ``compile_failure`` says a compile was already tried and failed outside the judge (it was killed), so the
+    judge measures eager only and records that reason."""
+    skip = compile_failure or ("" if compile_timeout_s > 0 else "torch.compile skipped (compile timeout 0)")
+    return {"op": "baseline", "problem_dir": str(Path(problem.path).resolve()), "blob_roots": list(blob_roots),
+            "workload": index, "timing": asdict(timing) if timing is not None else None, "input_sets": input_sets,
+            "compile": not skip, "compile_timeout_s": compile_timeout_s, "compile_skip_reason": skip,
+            "compile_attempted": True if compile_failure else None, "use_cache": use_cache and not forget,
+            "forget": forget}
+
+
+def reply_timeout_s(compile_timeout_s: float, measure_timeout_s: float) -> float:
+    """How long the pool waits for a judge's baseline reply before killing it: the compile bound plus two
+    measurements (eager and compiled) and their inputs."""
+    return max(compile_timeout_s, 0.0) + 2 * measure_timeout_s + 30.0
+
+
+def from_reply(problem: Problem, index: int, reply: Mapping[str, Any]) -> WorkloadBaseline:
+    """A judge's reply as a WorkloadBaseline (a failure becomes one with ``error`` set)."""
+    uuid = problem.workloads[index].uuid
+    data = reply.get("baseline")
+    if reply.get("status") == "ok" and isinstance(data, dict):
+        try:
+            return WorkloadBaseline.from_dict(data)
+        except TypeError:
+            pass
+    return WorkloadBaseline(index=index, uuid=uuid, error=str(reply.get("reason") or "the judge sent no baseline"))
+

@@ -249,7 +249,8 @@ class SimulatedEvaluator:
 
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
-                       blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
+                       blob_roots: tuple[str, ...] = (), priority: int = 0,
+                       device_model: str | None = None) -> list:
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
         if self.baseline_s > 0:
             await self._hold(self.baseline_s, priority, None, candidate=False)
@@ -257,12 +258,16 @@ class SimulatedEvaluator:
                                  baseline_ms=1.0, method="eager", eager_ms=1.0, timing_method="simulated")
                 for i in indices]
 
-    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int]) -> SolModel:
+    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int], *,
+                             device_model: str | None = None) -> SolModel:
         return SolModel(unavailable="T_sol unavailable: simulated GPUs have no speed-of-light model")
 
     def remember_sol(self, problem: Problem, t_sol_ms: dict[int, float]) -> None:
         if t_sol_ms:
             self._sol[problem.path] = dict(t_sol_ms)
+
+    def baseline_model(self) -> str:
+        return DEVICE_MODEL
 
     def _placement(self, gpu: int) -> Placement:
         return Placement(f"sim-{gpu // self.gpus_per_node}", gpu % self.gpus_per_node, DEVICE_MODEL)

@@ -16,7 +16,8 @@ Join: a thread polls ``ray.nodes()`` every ``poll_s`` seconds and starts actors 
 joined, a lost actor's GPU on a node still alive), and notes nodes gone.
 
 T_sol is counted on the head, per GPU model, and each job is held to the bound of its actor's model. T_b is
-measured on an actor of the cluster's most common model (``describe`` says which).
+measured on an actor of the cluster's most common model (``describe`` says which), or of the model asked for
+(``core.fleet.baselines`` asks when an attempt first runs on another model).
 """
 
 from __future__ import annotations
@@ -498,15 +499,29 @@ class RayEvaluator:
             reply, _ = await self._run(priority, device_model or self.primary_model, send)
         except _TooManyLosses as exc:
             raise ClusterError(f"T_b of {problem.name} could not be measured: {exc}") from None
-        self.baseline_models[Path(problem.path)] = reply["placement"]["device_model"]
+        measured_on = reply["placement"]["device_model"]
+        if device_model is not None and measured_on != device_model:
+            raise ClusterError(f"T_b of {problem.name} on {device_model}: no GPU of that model is left "
+                               f"(measured on {measured_on})")
+        self.baseline_models[Path(problem.path)] = measured_on
         return [baseline_from_dict(b) for b in reply["baselines"]]
 
-    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int]) -> SolModel:
-        """T_sol for the cluster's most common GPU model (what the run records); the bound of every other model
-        present is counted too, and each job is held to its own GPU's."""
+    def baseline_model(self) -> str:
+        return self.primary_model
+
+    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int], *,
+                             device_model: str | None = None) -> SolModel:
+        """T_sol for the cluster's most common GPU model (what the run records), or for ``device_model``; the bound
+        of every other model present is counted too, and each job is held to its own GPU's."""
         from core.evaluate.local import sol_for
 
         indices = list(workload_indices)
+        if device_model is not None and device_model != self.primary_model:
+            sol = await sol_for(problem, indices, self.device, device_model)
+            self._sol_indices.setdefault(problem.path, indices)
+            self._sol.setdefault(problem.path, {}).setdefault(device_model,
+                                                              dict(sol.t_sol_ms) if sol.enforce else None)
+            return sol
         self._sol_indices[problem.path] = indices
         sol = await sol_for(problem, indices, self.device, self.primary_model)
         self._sol.setdefault(problem.path, {})[self.primary_model] = dict(sol.t_sol_ms) if sol.enforce else None
@@ -551,7 +566,7 @@ class RayEvaluator:
         if self.device == "cuda":
             lines.append(f"T_sol counted on the head for each GPU model, each job held to its own GPU's; T_b "
                          f"measured on {self.primary_model}"
-                         + ("; speedups on other models are against that T_b" if len(models) > 1 else ""))
+                         + ("; on another model when an attempt first runs on it" if len(models) > 1 else ""))
         where: dict[str, list[str]] = {}
         for actor in live:
             for line in actor.describe:

@@ -71,12 +71,20 @@ class Evaluator(Protocol):
 
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
-                       blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
-        """T_b per workload (``core.evaluate.baseline.WorkloadBaseline``), in the order given."""
+                       blob_roots: tuple[str, ...] = (), priority: int = 0,
+                       device_model: str | None = None) -> list:
+        """T_b per workload (``core.evaluate.baseline.WorkloadBaseline``), in the order given, measured on a device of
+        ``device_model`` (None: ``baseline_model()``); an error when no device of that model is left."""
         ...
 
-    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int]) -> SolModel:
-        """T_sol per workload on this evaluator's devices; enforced by ``evaluate`` when it is a strict bound."""
+    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int], *,
+                             device_model: str | None = None) -> SolModel:
+        """T_sol per workload on this evaluator's devices of ``device_model`` (None: ``baseline_model()``); enforced
+        by ``evaluate`` when it is a strict bound."""
+        ...
+
+    def baseline_model(self) -> str:
+        """The device model T_b is measured on when none is asked for: the model of a run's recorded figures."""
         ...
 
     def remember_sol(self, problem: Problem, t_sol_ms: dict[int, float]) -> None:

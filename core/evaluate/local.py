@@ -85,12 +85,16 @@ class LocalEvaluator:
 
     async def baseline(self, problem: Problem, workload_indices: Sequence[int] | None = None, *,
                        timing: TimingPolicy | None = None, compile_timeout_s: float = 120.0,
-                       blob_roots: tuple[str, ...] = (), priority: int = 0) -> list:
+                       blob_roots: tuple[str, ...] = (), priority: int = 0,
+                       device_model: str | None = None) -> list:
+        self._check_model(device_model)
         return await self.pool.baseline(problem, workload_indices, timing=timing,
                                         compile_timeout_s=compile_timeout_s, blob_roots=blob_roots,
                                         priority=priority)
 
-    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int]) -> SolModel:
+    async def speed_of_light(self, problem: Problem, workload_indices: Sequence[int], *,
+                             device_model: str | None = None) -> SolModel:
+        self._check_model(device_model)
         sol = await sol_for(problem, list(workload_indices), self.device, self.device_model)
         if sol.enforce:
             self._sol[problem.path] = dict(sol.t_sol_ms)
@@ -99,6 +103,13 @@ class LocalEvaluator:
     def remember_sol(self, problem: Problem, t_sol_ms: dict[int, float]) -> None:
         if self.device == "cuda" and t_sol_ms:
             self._sol[problem.path] = dict(t_sol_ms)
+
+    def baseline_model(self) -> str:
+        return self.device_model
+
+    def _check_model(self, device_model: str | None) -> None:
+        if device_model is not None and device_model != self.device_model:
+            raise ValueError(f"no {device_model} here: this machine's devices are {self.device_model}")
 
 
 async def sol_for(problem: Problem, indices: list[int], device: str, device_model: str) -> SolModel:

@@ -11,7 +11,8 @@ from typing import Any
 
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Evaluator
 from core.evaluate.timing import TimingPolicy
-from core.evaluate.verdict import Verdict
+from core.evaluate.verdict import Status, Verdict
+from core.fleet.baselines import ModelBaselines
 from core.fleet.record import Recorded, record_result
 from core.fleet.scoring import attempt_figures
 from core.problem.schema import Problem
@@ -56,10 +57,12 @@ def content_hash(solution: dict[str, Any]) -> str:
 class AttemptLife:
     """``store`` None: evaluations that are not recorded (``kernelfleet eval``): only ``evaluate`` then."""
 
-    def __init__(self, store: RunStore | None, evaluator: Evaluator, policy: EvaluationPolicy):
+    def __init__(self, store: RunStore | None, evaluator: Evaluator, policy: EvaluationPolicy,
+                 baselines: ModelBaselines | None = None):
         self.store = store
         self.evaluator = evaluator
         self.policy = policy
+        self.baselines = baselines  # T_b per GPU model; None: the problem's recorded T_b for every attempt
 
     async def evaluate(self, problem: Problem, solution: Solution, workloads: tuple[int, ...] | None, *,
                        priority: int = 0, prepared: PreparedSolution | None = None) -> Evaluation:
@@ -89,7 +92,11 @@ class AttemptLife:
             evaluation = await self.evaluate(problem, solution, workloads,
                                              priority=self.store.problem(problem_id).priority)
         verdict = evaluation.verdict
-        figures = attempt_figures(verdict, self.store.problem(problem_id).workloads)
+        if self.baselines is not None and verdict.status is Status.PASSED:
+            workloads = await self.baselines.workloads(problem_id, problem, evaluation.placement)
+        else:
+            workloads = self.store.problem(problem_id).workloads
+        figures = attempt_figures(verdict, workloads)
         return record_result(self.store, attempt_id, status=verdict.status.value, reason=verdict.reason,
                              verdict=verdict.to_dict(), build=evaluation.build, figures=figures,
                              plateau_min_gain=self.policy.plateau_min_gain, placement=evaluation.placement)

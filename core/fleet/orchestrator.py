@@ -17,7 +17,6 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,11 @@ import anyio
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
 from core.evaluate import TimingPolicy
-from core.evaluate.baseline import METHOD_COMPILED, sanity
 from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy, content_hash
+from core.fleet.baselines import ModelBaselines
 from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.composite import CompositeError, compose
 from core.fleet.facts import RunFacts, facts_from_probe, gather_facts
@@ -49,7 +48,6 @@ from core.problem.schema import Problem
 from core.secrets import redact, take_secrets
 from core.solution.io import parse_solution, solution_to_dict
 from core.solution.schema import Solution
-from core.store.model import WorkloadInfo
 from core.store.writer import RunStore, StoreError
 
 QUICK_TIMING = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=100, target_seconds=0.02, device_check_calls=3)
@@ -228,7 +226,12 @@ class Fleet:
                 self.evaluator = evaluator
                 policy = EvaluationPolicy(self.config.evaluation.rounds, self.timing, self.blob_roots,
                                           self.config.planner.plateau_min_gain)
-                self.life = AttemptLife(self.store, evaluator, policy)
+                compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
+                self.baselines = ModelBaselines(self.store, evaluator, timing=self.timing, compile_timeout_s=compile_s,
+                                                blob_roots=self.blob_roots,
+                                                log=lambda line, problem_id=None: self.event("log", line,
+                                                                                             problem_id=problem_id))
+                self.life = AttemptLife(self.store, evaluator, policy, self.baselines)
                 self.services = self.bench_services(evaluator)
                 self.store.set_run_state("running", owner=f"{socket.gethostname()}:{os.getpid()}")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
@@ -335,19 +338,7 @@ class Fleet:
         row = self.store.problem(problem_id)
         runnable = [w.index for w in problem.workloads if not w.unavailable]
         if not row.workloads and runnable:
-            sol = await self.evaluator.speed_of_light(problem, runnable)
-            compile_s = self.config.evaluation.compile_timeout_s if self.config.evaluation.compile_baseline else 0
-            baselines = await self.evaluator.baseline(problem, runnable, timing=self.timing,
-                                                      compile_timeout_s=compile_s, blob_roots=self.blob_roots)
-            baselines = [sanity.distrusted(b, sanity.below_roofline(b, sol.t_sol_ms.get(b.index))) for b in baselines]
-            infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
-                                  b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
-                                  b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable)
-                     for b in baselines]
-            self.store.set_problem_workloads(problem_id, [asdict(i) for i in infos])
-            self.event("log", f"baseline measured on {len(infos)} workloads"
-                              + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})"
-                                 if sol.unavailable else "") + _compile_outcome(baselines), problem_id=problem_id)
+            await self.baselines.measure(problem_id, problem)
         elif row.workloads:
             self.evaluator.remember_sol(problem, {w.index: w.t_sol_ms for w in row.workloads if w.t_sol_ms})
         for pending in self.store.attempts(problem_id, state="pending"):
@@ -748,25 +739,3 @@ def _outcome_line(attempt) -> str:
     if attempt.sol is not None:
         parts.append(f"SOL {attempt.sol:.2f}")
     return " ".join(parts)
-
-
-def _compile_outcome(baselines) -> str:
-    """What a person checking T_b wants to know from the baseline line: where torch.compile had no time and why,
-    where eager beat it, and where no lead could cover the launch."""
-    parts = []
-    failed = [b for b in baselines if b.ok and b.compiled_ms is None and b.compile_reason]
-    if failed:
-        parts.append(f"torch.compile not timed on workload {', '.join(str(b.index) for b in failed)}: "
-                     f"{failed[0].compile_reason[:200]}")
-    slower = [b for b in baselines if b.ok and b.compiled_ms is not None and b.method != METHOD_COMPILED]
-    if slower:
-        parts.append("eager faster than torch.compile on workload "
-                     + ", ".join(f"{b.index} ({b.eager_ms * 1e3:.3g} vs {b.compiled_ms * 1e3:.3g} us)" for b in slower))
-    distrusted = [b for b in baselines if b.unreliable]
-    if distrusted:
-        parts.append(f"T_b not trusted on workload {', '.join(str(b.index) for b in distrusted)} (no speedup counted "
-                     f"there): {distrusted[0].unreliable[:200]}")
-    host_bound = [b for b in baselines if "host-bound" in b.timing_method]
-    if host_bound:
-        parts.append(f"T_b host-bound on workload {', '.join(str(b.index) for b in host_bound)}")
-    return "".join(f"; {p}" for p in parts)

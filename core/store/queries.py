@@ -85,9 +85,17 @@ class Queries:
             "SELECT * FROM attempts WHERE problem_id = ? AND content_hash = ? AND state = 'done' ORDER BY id",
             (problem_id, content_hash))]
 
+    def model_workloads(self, problem_id: int, device_model: str) -> tuple[model.WorkloadInfo, ...] | None:
+        """The problem's T_b and T_sol on ``device_model`` when that is not its ``baseline_model``; None until
+        measured."""
+        row = self.conn.execute("SELECT workloads_json FROM model_baselines WHERE problem_id = ? AND device_model = ?",
+                                (problem_id, device_model)).fetchone()
+        return tuple(model.WorkloadInfo(**w) for w in json.loads(row[0])) if row else None
+
     def passing_times(self, problem_id: int) -> list[model.PassingTimes]:
         """The problem's finished PASSED attempts, oldest first, with only what a frontier needs (no verdicts or
-        sources are read)."""
+        sources are read). A time measured on another GPU model than the problem's ``baseline_model`` is scaled by
+        the ratio of the two models' T_b on that workload, so that times of one problem compare across models."""
         spreads: dict[int, dict[int, float]] = {}
         for r in self.conn.execute(
                 "SELECT a.id, json_extract(w.value, '$.index') AS idx, json_extract(w.value, '$.timing.spread') AS "
@@ -95,12 +103,31 @@ class Queries:
                 "a.state = 'done' AND a.status = 'PASSED' AND json_valid(a.verdict_json)", (problem_id,)):
             if r["idx"] is not None and isinstance(r["spread"], (int, float)):
                 spreads.setdefault(r["id"], {})[int(r["idx"])] = float(r["spread"])
-        return [model.PassingTimes(r["id"], {int(k): v for k, v in json.loads(r["times_json"] or "{}").items()},
-                                   bool(r["full"]), r["speedup"], len(json.loads(r["parents_json"] or "[]")) > 1,
-                                   spreads.get(r["id"], {}))
-                for r in self.conn.execute(
-                    "SELECT id, times_json, full, speedup, parents_json FROM attempts WHERE problem_id = ? AND "
-                    "state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,))]
+        scales = self._time_scales(problem_id)
+        result = []
+        for r in self.conn.execute(
+                "SELECT id, times_json, full, speedup, parents_json, device_model FROM attempts WHERE problem_id = ? "
+                "AND state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,)):
+            times = {int(k): v for k, v in json.loads(r["times_json"] or "{}").items()}
+            scale = scales.get(r["device_model"])
+            if scale is not None:
+                times = {i: ms * scale[i] for i, ms in times.items() if i in scale}
+            result.append(model.PassingTimes(r["id"], times, bool(r["full"]), r["speedup"],
+                                             len(json.loads(r["parents_json"] or "[]")) > 1, spreads.get(r["id"], {})))
+        return result
+
+    def _time_scales(self, problem_id: int) -> dict[str, dict[int, float]]:
+        """GPU model -> workload -> T_b(baseline_model) / T_b(that model), for the models measured apart."""
+        problem = self.problem(problem_id)
+        if problem is None:
+            return {}
+        primary = {w.index: w.t_b_ms for w in problem.workloads if w.t_b_ms}
+        scales: dict[str, dict[int, float]] = {}
+        for r in self.conn.execute("SELECT device_model, workloads_json FROM model_baselines WHERE problem_id = ?",
+                                   (problem_id,)):
+            scales[r["device_model"]] = {w["index"]: primary[w["index"]] / w["t_b_ms"] for w in json.loads(
+                r["workloads_json"]) if w.get("t_b_ms") and w["index"] in primary}
+        return scales
 
     def notes(self, family: str | None = None, *, limit: int = 20) -> list[model.NoteRow]:
         """The newest ``limit`` notes (of one op family, if given), oldest first, with who wrote them where."""

@@ -189,6 +189,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE run ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     """,
+    # 8: T_b per GPU model (``core.fleet.baselines``): ``problems.workloads_json`` holds the figures of
+    # ``baseline_model``; a cluster's other models get theirs here when an attempt first runs on one.
+    """
+    ALTER TABLE problems ADD COLUMN baseline_model TEXT NOT NULL DEFAULT '';
+    CREATE TABLE model_baselines (
+        problem_id INTEGER NOT NULL REFERENCES problems(id),
+        device_model TEXT NOT NULL,
+        workloads_json TEXT NOT NULL,
+        PRIMARY KEY (problem_id, device_model)
+    );
+    """,
 )
 
 

@@ -146,9 +146,16 @@ class RunStore(Queries):
         return self._insert("problems", {"key": key, "name": name, "subset": subset, "path": path, "op": op,
                                          "workloads_json": json.dumps(workloads or [])})
 
-    def set_problem_workloads(self, problem_id: int, workloads: list[dict[str, Any]]) -> None:
+    def set_problem_workloads(self, problem_id: int, workloads: list[dict[str, Any]], device_model: str = "") -> None:
+        """The problem's T_b and T_sol per workload (``WorkloadInfo`` dicts), measured on ``device_model``."""
         self._dirty_problems.add(problem_id)
-        self.conn.execute("UPDATE problems SET workloads_json = ? WHERE id = ?", (json.dumps(workloads), problem_id))
+        self.conn.execute("UPDATE problems SET workloads_json = ?, baseline_model = ? WHERE id = ?",
+                          (json.dumps(workloads), device_model, problem_id))
+
+    def set_model_workloads(self, problem_id: int, device_model: str, workloads: list[dict[str, Any]]) -> None:
+        """T_b and T_sol per workload on another GPU model than the problem's ``baseline_model``."""
+        self.conn.execute("INSERT OR REPLACE INTO model_baselines (problem_id, device_model, workloads_json) "
+                          "VALUES (?, ?, ?)", (problem_id, device_model, json.dumps(workloads)))
 
     def set_problem_frontier(self, problem_id: int, members: list[dict[str, Any]]) -> None:
         """Replace the problem's frontier (``core.store.model.frontier_member_to_dict`` of each member)."""

@@ -1,7 +1,7 @@
 """The run's baseline event says where torch.compile did not set T_b, and why."""
 
 from core.evaluate.baseline import WorkloadBaseline
-from core.fleet.orchestrator import _compile_outcome
+from core.fleet.baselines import compile_outcome
 
 
 def test_a_compile_that_lost_or_failed_is_named_with_its_reason():
@@ -12,7 +12,7 @@ def test_a_compile_that_lost_or_failed_is_named_with_its_reason():
                          timing_method="cuda events per call; host-bound: the calls kept the GPU waiting"),
         WorkloadBaseline(2, baseline_ms=0.005, method="torch.compile", eager_ms=0.030, compiled_ms=0.005),
     ]
-    line = _compile_outcome(baselines)
+    line = compile_outcome(baselines)
     assert "torch.compile not timed on workload 0: torch.compile did not finish within 60 s" in line
     assert "eager faster than torch.compile on workload 1 (40 vs 75 us)" in line
     assert "T_b host-bound on workload 1" in line
@@ -20,5 +20,5 @@ def test_a_compile_that_lost_or_failed_is_named_with_its_reason():
 
 
 def test_nothing_is_added_when_torch_compile_set_every_t_b():
-    assert _compile_outcome([WorkloadBaseline(0, baseline_ms=0.005, method="torch.compile", eager_ms=0.03,
+    assert compile_outcome([WorkloadBaseline(0, baseline_ms=0.005, method="torch.compile", eager_ms=0.03,
                                               compiled_ms=0.005)]) == ""

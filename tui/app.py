@@ -21,15 +21,16 @@ from core.store import ControlError, RunReader, submit_control
 from core.store.model import AgentRow, ProblemRow
 from core.store.queries import Queries
 from tui.agents.screen import AgentsScreen
+from tui.controls import Control, agent_for_problem, agent_toggle, bump, control_line, pause_toggle, pin_toggle
 from tui.detail.screen import DetailScreen
 from tui.dialogs import ConfirmStop, HelpScreen
 from tui.diff.screen import DiffScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LOG_LINES, LogsScreen
-from tui.model import (Clock, Control, Delta, Poller, Snapshot, agent_for_problem, agent_toggle, bump,
-                       control_line, grid_rows, pause_toggle, pin_toggle)
 from tui.problems.footer import with_key_footer
+from tui.problems.model import grid_rows
 from tui.problems.screen import ProblemsScreen
+from tui.snapshot import Clock, Delta, Poller, Snapshot
 
 T = TypeVar("T")
 S = TypeVar("S", bound=Screen)

@@ -11,7 +11,7 @@ from textual.widgets import Static
 KEYS_HELP = """\
 Keys (no mouse needed; ctrl+p opens the command palette)
 
-  up/down, pgup/pgdn  move in a table
+  up/down, pgup/pgdn, home/end  move in a table
   enter      problem detail (in the detail: the selected attempt's diff)
   space      pause / resume the selected problem
   a          pause / resume the agent working on the selected problem

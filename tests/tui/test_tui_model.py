@@ -4,8 +4,11 @@ import math
 from dataclasses import replace
 
 from core.store import LlmCall, RunReader, RunStore
-from tui.model import (SORTS, DiffView, Poller, done_count, fmt_ago, grid_rows, header_lines, histogram, side_by_side,
-                       sol_bar, sort_problems, filter_problems, sparkline)
+from tui.diff.model import DiffView, side_by_side
+from tui.fleet.model import done_count, header_lines
+from tui.formatting import fmt_ago, histogram, sol_bar, sparkline
+from tui.problems.model import SORTS, filter_problems, grid_rows, sort_problems
+from tui.snapshot import Poller
 from tui_store import NOW
 
 
@@ -92,3 +95,15 @@ def test_the_header_shows_the_cost_and_the_llm_endpoint_live(run_dir):
             assert "llm ok" in header_lines(poller.poll()[0])[1]
         finally:
             store.close()
+
+
+def test_the_header_of_a_fresh_cpu_run_names_the_device_and_leaves_no_gap_for_a_missing_sparkline(tmp_path):
+    store = RunStore(tmp_path / "fresh", create=True)
+    try:
+        store.init_run({"fleet": "test"}, ["problems/"], "cpu", [0], "cpu")
+        store.set_run_state("running")
+    finally:
+        store.close()
+    with RunReader(tmp_path / "fresh") as reader:
+        line = header_lines(Poller(reader, "fresh", lambda: NOW).poll()[0])[1]
+    assert line == "CPU — · 0 tok $0.00 · SOL — · geomean —"

@@ -25,3 +25,8 @@ def test_diff_unified(snap_compare, make, size):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_diff_side_by_side(snap_compare, make, size):
     assert snap_compare(make(), terminal_size=size, press=[*OPEN_DETAIL, "d", "p", "t", "_"])
+
+
+def test_help(snap_compare, make):
+    """The key help, whole at 80x24 (no scrolling)."""
+    assert snap_compare(make(), terminal_size=(80, 24), press=["question_mark", "_"])

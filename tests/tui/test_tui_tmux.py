@@ -2,58 +2,29 @@
 read with `tmux capture-pane` (skipped where tmux is missing)."""
 
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tmux_session import TMUX, Tmux
 from tui_store import controls
 
 ROOT = Path(__file__).resolve().parents[2]
-TMUX = shutil.which("tmux")
 
 pytestmark = [pytest.mark.skipif(TMUX is None, reason="needs tmux"), pytest.mark.slow]
-
-
-class Tmux:
-    def __init__(self, socket: str):
-        self.socket = socket
-
-    def __call__(self, *args: str, check: bool = True) -> str:
-        result = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=30)
-        if check and result.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)}: {result.stderr}")
-        return result.stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "watch")
-
-    def wait_for(self, predicate, timeout: float = 60.0, what: str = "the screen") -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if predicate(text):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; the screen:\n{text}")
 
 
 @pytest.fixture
 def tmux():
     session = Tmux(f"kf-watch-test-{os.getpid()}")
     yield session
-    session("kill-server", check=False)
+    session.kill()
 
 
 def test_watch_in_a_real_terminal(tmux, run_dir):
-    command = f"{sys.executable} -m cli.main watch {run_dir}"
-    tmux("-f", "/dev/null", "new-session", "-d", "-s", "watch", "-x", "80", "-y", "24", "-c", str(ROOT),
-         "env", "TERM=xterm-256color", "COLORTERM=truecolor", *command.split())
-    tmux("set-option", "-t", "watch", "remain-on-exit", "on")
+    tmux.start([sys.executable, "-m", "cli.main", "watch", str(run_dir)], ROOT)
     text = tmux.wait_for(lambda t: "cpu/silu_mul" in t, what="the problem grid")
     lines = text.splitlines()
     assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
@@ -62,14 +33,14 @@ def test_watch_in_a_real_terminal(tmux, run_dir):
     assert "active" in row and "1.30x" in row and "0.58" in row and "█" in row
     assert "? help" in lines[-1] and "q quit" in lines[-1]  # the footer
     # `+` on the first row, then the detail of the second row.
-    tmux("send-keys", "-t", "watch", "+")
+    tmux.send("+")
     deadline = time.monotonic() + 10
     while controls(run_dir) != [("bump_priority", "L1/attention", "1")] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert controls(run_dir) == [("bump_priority", "L1/attention", "1")]
     tmux.wait_for(lambda t: "last control: bump_priority L1/attention 1" in t, what="the pending control")
-    tmux("send-keys", "-t", "watch", "Down", "Enter")
+    tmux.send("Down", "Enter")
     tmux.wait_for(lambda t: "T_sol ms" in t and "L1/conv1d" in t, what="the detail of L1/conv1d")
-    tmux("send-keys", "-t", "watch", "Escape", "q")
+    tmux.send("Escape", "q")
     tmux.wait_for(lambda t: "L1/attention" not in t, what="the watcher to quit", timeout=15)
     assert controls(run_dir) == [("bump_priority", "L1/attention", "1")]  # quitting sent nothing

@@ -8,8 +8,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
+from tui.agents.model import AGENT_COLUMNS, agent_cells
 from tui.fleet.header import FleetHeader
-from tui.model import AGENT_COLUMNS, Delta, Snapshot, agent_cells
+from tui.snapshot import Delta, Snapshot
 
 
 class AgentsScreen(Screen):

@@ -14,10 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from core.store.model import AttemptRow, EventRow, ProblemRow
+from tui.detail.model import ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, attempt_cells, problem_summary_line, workload_rows
 from tui.detail.table import LineTable
+from tui.formatting import fmt_x
+from tui.logs.model import event_line
 from tui.logs.view import LogView
-from tui.model import (ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, Delta, Snapshot, attempt_cells, event_line, fmt_x,
-                       problem_summary_line, workload_rows)
+from tui.snapshot import Delta, Snapshot
 
 ATTEMPTS_LOADED = 500
 LOG_LINES = 300

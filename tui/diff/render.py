@@ -1,5 +1,5 @@
 """Rendering an attempt's diff: unified (rich Syntax, "diff" lexer) or side by side (two columns aligned by
-difflib, from :func:`tui.model.side_by_side`)."""
+difflib, from :func:`tui.diff.model.side_by_side`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from tui.model import SideRow, side_by_side
+from tui.diff.model import SideRow, side_by_side
 
 THEME = "monokai"
 

@@ -10,8 +10,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from core.store.model import AttemptRow
+from tui.diff.model import DiffView, attempt_title
 from tui.diff.render import split, unified
-from tui.model import Delta, DiffView, Snapshot, attempt_title
+from tui.snapshot import Delta, Snapshot
 
 
 class DiffScreen(Screen):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.model import Snapshot, header_lines
+from tui.fleet.model import header_lines
+from tui.snapshot import Snapshot
 
 
 class FleetHeader(Static):

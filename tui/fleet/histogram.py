@@ -8,7 +8,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.model import SOL_EDGES, SPEEDUP_EDGES, Delta, Snapshot, histogram, speedup_label
+from tui.fleet.model import SOL_EDGES, SPEEDUP_EDGES, speedup_label
+from tui.formatting import histogram
+from tui.snapshot import Delta, Snapshot
 
 
 def histogram_text(s: Snapshot, width: int = 30) -> str:

@@ -10,8 +10,9 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from core.store.model import EventRow
+from tui.logs.model import event_line
 from tui.logs.view import LogView
-from tui.model import Delta, Snapshot, event_line
+from tui.snapshot import Delta, Snapshot
 
 LOG_LINES = 1000
 

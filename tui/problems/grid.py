@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.strip import Strip
 
-from tui.model import GRID_COLUMNS
+from tui.problems.model import GRID_COLUMNS
 from tui.rows import ROW_BINDINGS, CursorRows
 
 NARROW = 110  # below this width the subset column is left out (the key holds it)

@@ -8,10 +8,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
+from tui.controls import control_line
 from tui.fleet.header import FleetHeader
-from tui.model import SORTS, Delta, Snapshot, control_line
 from tui.problems.footer import KeyFooter
 from tui.problems.grid import ProblemGrid
+from tui.problems.model import SORTS
+from tui.snapshot import Delta, Snapshot
 
 
 class ProblemsScreen(Screen):

@@ -1,0 +1,50 @@
+"""A problem's detail: its summary, per-workload times and scores, and its attempts as rows. Pure functions."""
+
+from __future__ import annotations
+
+from core.store.model import AttemptRow, ProblemRow
+from tui.formatting import fmt_count, fmt_ms, fmt_sol, fmt_x
+from tui.snapshot import Snapshot
+
+WORKLOAD_COLUMNS = ("#", "axes", "T_b ms", "T_sol ms", "best ms", "speedup", "SOL")
+
+
+def _score(t_k: float, t_b: float, t_sol: float) -> float | None:
+    if t_b <= t_sol or t_k < t_sol:
+        return None
+    return 1.0 / (1.0 + (t_k - t_sol) / (t_b - t_sol))
+
+
+def workload_rows(p: ProblemRow, best: AttemptRow | None) -> list[tuple[str, ...]]:
+    times = best.times_ms if best is not None else {}
+    rows = []
+    for w in p.workloads:
+        t_k = times.get(w.index)
+        speed = w.t_b_ms / t_k if t_k and w.t_b_ms else None
+        score = _score(t_k, w.t_b_ms, w.t_sol_ms) if t_k and w.t_b_ms and w.t_sol_ms is not None else None
+        rows.append((str(w.index), w.axes, fmt_ms(w.t_b_ms), fmt_ms(w.t_sol_ms), fmt_ms(t_k), fmt_x(speed),
+                     fmt_sol(score)))
+    return rows
+
+
+ATTEMPT_COLUMNS = ("id", "agent", "status", "speedup", "SOL", "took", "note")
+
+
+def attempt_status(a: AttemptRow) -> str:
+    return a.status or a.state
+
+
+def attempt_cells(a: AttemptRow, s: Snapshot) -> tuple[str, ...]:
+    took = f"{a.finished_at - a.created_at:.1f}s" if a.finished_at else "…"
+    note = a.note or a.reason
+    return (str(a.id), s.agent_name(a.agent_id), attempt_status(a), fmt_x(a.speedup), fmt_sol(a.sol), took,
+            note.splitlines()[0][:60] if note else "")
+
+
+def problem_summary_line(p: ProblemRow, s: Snapshot) -> str:
+    agents = ", ".join(a.name for a in s.agents_on(p.id)) or "none"
+    flags = " ".join(f for f, on in (("paused", p.paused), ("pinned", p.pinned)) if on)
+    return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · agents {agents}\n"
+            f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)} (seed {fmt_x(p.seed_speedup)} SOL "
+            f"{fmt_sol(p.seed_sol)}) · {p.attempts} attempts, {p.failures_in_row} failing in a row · "
+            f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} GPU s")

@@ -1,0 +1,62 @@
+"""The fleet's header lines and the score histograms' bins: pure functions over a snapshot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from core.roofline.sol import geomean
+from core.store.model import ProblemRow
+from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
+from tui.snapshot import Snapshot
+
+DONE_STATUSES = ("done", "plateaued", "over budget", "failed")  # core.planner.model: no agent works on these
+SOL_EDGES = tuple(i / 10 for i in range(11))
+SPEEDUP_EDGES = (0.0, 0.5, 0.9, 1.1, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf)
+
+
+def speedup_label(a: float, b: float) -> str:
+    return f"≥{a:g}x" if math.isinf(b) else f"{a:g}–{b:g}x"
+
+
+def done_count(problems: Iterable[ProblemRow]) -> int:
+    return sum(p.status in DONE_STATUSES for p in problems)
+
+
+def header_lines(s: Snapshot) -> list[str]:
+    run = s.run
+    state = run.state if run else "?"
+    end = run.ended_at if run and run.ended_at else s.now
+    elapsed = fmt_duration(end - run.created_at) if run else "—"
+    active = sum(p.status == "active" for p in s.problems)
+    latest = s.metrics[-1] if s.metrics else None
+    busy = "—" if latest is None or latest.gpu_busy is None else f"{latest.gpu_busy * 100:.0f}%"
+    sols = [p.best_sol for p in s.problems if p.best_sol is not None]
+    mean_sol = latest.fleet_mean_sol if latest and latest.fleet_mean_sol is not None else (
+        sum(sols) / len(sols) if sols else None)
+    speedups = [p.best_speedup for p in s.problems if p.best_speedup and p.best_speedup > 0]
+    geo = latest.geomean_speedup if latest and latest.geomean_speedup is not None else (
+        geomean(speedups) if speedups else None)
+    spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
+    line1 = (f"{s.run_name} [{state}] {elapsed} · problems {active} active, {done_count(s.problems)} done "
+             f"/ {len(s.problems)} · attempts {s.totals.attempts}")
+    llm = endpoint_text(s)
+    tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
+    device = "CPU" if run is not None and run.device == "cpu" else "GPU"  # the busy fraction is of the run's devices
+    line2 = (f"{device} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+             f"SOL {fmt_sol(mean_sol)}{' ' + spark if spark else ''} · geomean {fmt_x(geo)}")
+    return [line1, line2]
+
+
+def endpoint_text(s: Snapshot, error_chars: int = 40) -> str:
+    """The LLM endpoint's state: "llm ok", "llm retrying (N failed): ERROR" or "llm down: ERROR" (down once the
+    run has stopped agents after failing tries); "" before any model call."""
+    e = s.endpoint
+    if not e.calls:
+        return ""
+    if not e.failing:
+        return "llm ok"
+    error = e.last_error if len(e.last_error) <= error_chars else e.last_error[:error_chars - 1] + "…"
+    if any(a.state == "stopped" for a in s.agents):
+        return f"llm down: {error}"
+    return f"llm retrying ({e.failing} failed): {error}"

@@ -1,5 +1,6 @@
 """``kernelfleet export RUN_DIR --format sol-execbench OUT/``: write the best solution of each problem of a run as
-``OUT/<subset>/<name>/solution.json`` (SOL-ExecBench's solution format); problems without a passing attempt are
+``OUT/<subset>/<name>/solution.json``, self-contained in SOL-ExecBench's solution format; per problem it prints what
+it wrote, what it changed and each deviation from upstream that remains. Problems without a passing attempt are
 listed and skipped."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from cli.report_cmd import open_run
-from core.report.export import FORMATS, export_best, not_exported
+from core.report.export import FORMATS, export_problems, not_exported
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -18,7 +19,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "export",
         help="write the best solution of each problem of a run",
         description="Write the best passing solution of each problem of RUN_DIR as OUT/<subset>/<name>/"
-                    "solution.json. Exit status: 0, or 2 for a missing or invalid run or an unwritable OUT.",
+                    "solution.json, self-contained for SOL-ExecBench's evaluator (tunables baked in, the CUDA fast "
+                    "path as a torch extension), and say per problem what was written and any deviation from "
+                    "upstream that remains. Exit status: 0, or 2 for a missing or invalid run or an unwritable OUT.",
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run folder (holding run.sqlite)")
     parser.add_argument("out_dir", metavar="OUT", type=Path, help="the folder to write into")
@@ -35,14 +38,20 @@ def run_export(args: argparse.Namespace) -> int:
     with reader:
         skipped = not_exported(reader)
         try:
-            written = export_best(reader, args.out_dir, args.format)
+            written = export_problems(reader, args.out_dir, args.format)
         except OSError as exc:
             err.print(f"error: {args.out_dir}: cannot write ({exc})", markup=False, soft_wrap=True)
             return 2
-    for path in written:
-        out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    for done in written:
+        out.print(f"wrote {done.path} ({done.key}, attempt {done.attempt_id}): {done.form}", markup=False,
+                  soft_wrap=True)
+        for line in done.changes:
+            out.print(f"  changed: {line}", markup=False, soft_wrap=True)
+        for line in done.deviations:
+            out.print(f"  deviation: {line}", markup=False, soft_wrap=True)
     for key, why in skipped:
         out.print(f"skipped {key}: {why}", markup=False, soft_wrap=True)
+    deviating = sum(1 for done in written if done.deviations)
     out.print(f"exported {len(written)} solution{'s' if len(written) != 1 else ''} ({args.format}), "
-              f"skipped {len(skipped)}", markup=False, soft_wrap=True)
+              f"skipped {len(skipped)}; {deviating} with deviations from upstream", markup=False, soft_wrap=True)
     return 0

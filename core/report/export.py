@@ -1,8 +1,10 @@
 """Export the best solution of every problem of a run.
 
-``sol-execbench``: ``OUT/<subset>/<name>/solution.json`` holding the best attempt's stored solution dict as
-written by :func:`core.solution.io.solution_to_dict`, i.e. a SOL-ExecBench ``solution.json``. Problems without a
-passing attempt are skipped; :func:`not_exported` says which and why.
+``sol-execbench``: ``OUT/<subset>/<name>/solution.json``, the best attempt's solution made self-contained for
+upstream's evaluator by :func:`core.report.upstream_export.to_upstream` (tunables baked in, the fast path as a
+torch extension, kernelfleet's hardware names mapped), then checked against the deviation rules; each
+:class:`ExportedProblem` says what was written and what deviation remains. Problems without a passing attempt, or
+whose solution cannot be exported, are skipped; :func:`not_exported` says which and why.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from core.errors import SpecError
+from core.report.upstream_export import UpstreamSolution, to_upstream
+from core.solution.io import parse_solution, solution_to_dict
 from core.store.model import ProblemRow
 from core.store.queries import Queries
 
@@ -24,13 +29,23 @@ class ExportError(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class ExportedProblem:
+    key: str
+    path: Path
+    attempt_id: int
+    form: str  # what was written, in a few words
+    changes: tuple[str, ...]  # what the export changed, one line each
+    deviations: tuple[str, ...]  # where upstream may still reject or differ, one line each
+
+
 def _safe_part(text: str) -> bool:
     return bool(text) and text not in (".", "..") and "/" not in text and "\\" not in text and "\0" not in text
 
 
-def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, dict[str, Any]]], list[tuple[str, str]]]:
-    """(problem, solution dict) pairs to write, and (key, why) for the problems that are skipped."""
-    chosen: list[tuple[ProblemRow, dict[str, Any]]] = []
+def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, int, UpstreamSolution]], list[tuple[str, str]]]:
+    """(problem, attempt id, exported solution) to write, and (key, why) for the problems that are skipped."""
+    chosen: list[tuple[ProblemRow, int, UpstreamSolution]] = []
     skipped: list[tuple[str, str]] = []
     for problem in reader.problems():
         if problem.best_attempt_id is None:
@@ -44,7 +59,12 @@ def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, dict[str, Any]]], lis
         elif not (_safe_part(problem.subset) and _safe_part(problem.name)):
             skipped.append((problem.key, f"subset/name {problem.subset!r}/{problem.name!r} is not a folder name"))
         else:
-            chosen.append((problem, attempt.solution))
+            try:
+                exported = to_upstream(parse_solution(attempt.solution, f"attempt {attempt.id}"))
+            except SpecError as exc:
+                skipped.append((problem.key, f"best attempt {attempt.id} cannot be exported: {exc}"))
+                continue
+            chosen.append((problem, attempt.id, exported))
     return chosen, skipped
 
 
@@ -53,17 +73,23 @@ def _check_format(format: str) -> None:
         raise ExportError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")
 
 
-def export_best(reader: Queries, out_dir: str | Path, format: str = "sol-execbench") -> list[Path]:
-    """Write the best solution of each problem that has one; returns the files written, in problem order."""
+def export_problems(reader: Queries, out_dir: str | Path, format: str = "sol-execbench") -> list[ExportedProblem]:
+    """Write the best solution of each problem that has one, in problem order; what was written and what remains."""
     _check_format(format)
     out = Path(out_dir)
     chosen, _ = _plan(reader)
-    written = []
-    for problem, solution in chosen:
+    done = []
+    for problem, attempt_id, exported in chosen:
         target = out / problem.subset / problem.name / SOLUTION_FILE
-        _write_atomic(target, json.dumps(solution, indent=2) + "\n")
-        written.append(target)
-    return written
+        _write_atomic(target, json.dumps(solution_to_dict(exported.solution), indent=2) + "\n")
+        done.append(ExportedProblem(problem.key, target, attempt_id, exported.form, exported.changes,
+                                    exported.deviations))
+    return done
+
+
+def export_best(reader: Queries, out_dir: str | Path, format: str = "sol-execbench") -> list[Path]:
+    """Write the best solution of each problem that has one; returns the files written, in problem order."""
+    return [done.path for done in export_problems(reader, out_dir, format)]
 
 
 def not_exported(reader: Queries) -> list[tuple[str, str]]:

@@ -3,9 +3,11 @@
 Every fault in the data raises one :class:`core.errors.SpecError` naming the file and the exact field, e.g.
 ``sol.json: spec.entry_point: expected 'file::function', got 'main.py'``. The rules are upstream's (unknown keys,
 duplicate or escaping source paths, an entry file missing from the sources, mixed C++/Python languages, an entry
-file of the wrong kind) with two deliberate widenings, both listed by :func:`upstream_deviations`:
+file of the wrong kind) with three deliberate widenings, listed by :func:`upstream_deviations` with what
+upstream's build and environment would do differently (kernelfleet imports, tunables, nested C++ files):
 
 * ``target_hardware`` may also name ``"H200"``;
+* ``languages`` may name ``"tlx"``;
 * ``languages: ["cuda_cpp"]`` may have a ``.py`` entry: kernelfleet's fast path (see ``core.solution.prepare``).
 
 A written file carries every field upstream defines (defaults spelled out), so ``load → write → load`` gives an
@@ -24,8 +26,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from core.errors import SpecError
+from core.solution.python_imports import KERNELFLEET_PACKAGES, foreign_imports, top_package
 from core.solution.schema import (
     BINDINGS,
+    CPP_COMPILED_SUFFIXES,
     CPP_SUFFIXES,
     DEFAULT_CFLAGS,
     DEFAULT_CUDA_CFLAGS,
@@ -38,7 +42,7 @@ from core.solution.schema import (
     Solution,
     SourceFile,
 )
-from core.solution.tunables import validate_solution_tunables
+from core.solution.tunables import TUNABLES_FILE, validate_solution_tunables
 
 _SOLUTION_KEYS = ("name", "definition", "description", "author", "spec", "sources")
 _SOLUTION_REQUIRED = ("name", "definition", "author", "spec", "sources")
@@ -55,6 +59,8 @@ _SPEC_REQUIRED = ("languages", "target_hardware", "entry_point")
 _SOURCE_KEYS = ("path", "content")
 _COMPILE_KEYS = ("cflags", "cuda_cflags", "ld_flags")
 _LANGUAGE_NAMES = tuple(lang.value for lang in Language)
+# The languages of upstream's SupportedLanguages: kernelfleet's parser also reads "tlx", which upstream does not.
+UPSTREAM_LANGUAGES = tuple(name for name in _LANGUAGE_NAMES if name != Language.TLX.value)
 
 
 # ---------------------------------------------------------------- public API
@@ -164,16 +170,63 @@ def content_hash(solution: Solution) -> str:
 
 
 def upstream_deviations(solution: Solution) -> list[str]:
-    """Where a solution kernelfleet accepts would be rejected by upstream's own schema (empty: fully upstream)."""
+    """Where ``solution`` would be rejected, or run differently, by upstream (one line each; empty: fully upstream).
+
+    Upstream's schema: its hardware names, its languages, a C/C++ entry for C++ languages. Upstream's build and
+    environment: only the top-level C/C++ files are compiled; ``tunables.json`` means nothing there (kernelfleet
+    passes its values as ``-D`` macros and a generated ``kernelfleet_tunables`` module); kernelfleet's own modules
+    (``core.*``) and cupy cannot be imported.
+    """
     out = []
-    for i, hw in enumerate(solution.spec.target_hardware):
+    spec = solution.spec
+    for i, hw in enumerate(spec.target_hardware):
         if hw not in UPSTREAM_HARDWARE:
-            out.append(f"spec.target_hardware[{i}]: '{hw}' is a kernelfleet extension (upstream: B200, LOCAL)")
-    if solution.spec.is_cpp and not solution.entry_file.endswith(CPP_SUFFIXES):
+            out.append(f"spec.target_hardware[{i}]: '{hw}' is a kernelfleet extension (upstream: "
+                       f"{', '.join(UPSTREAM_HARDWARE)})")
+    for i, lang in enumerate(spec.languages):
+        if lang.value not in UPSTREAM_LANGUAGES:
+            out.append(f"spec.languages[{i}]: '{lang.value}' is not a language upstream knows")
+    if spec.is_cpp and not solution.entry_file.endswith(CPP_SUFFIXES):
         out.append(
             f"spec.entry_point: cuda_cpp with the Python entry '{solution.entry_file}' is kernelfleet's fast path "
             "(upstream needs a C/C++ entry for C++ languages)"
         )
+    if spec.is_cpp and solution.entry_file.endswith(CPP_SUFFIXES):
+        top_level = [s.content for s in solution.sources if len(PurePosixPath(s.path).parts) == 1]
+        for i, src in enumerate(solution.sources):
+            pure = PurePosixPath(src.path)
+            if pure.suffix in CPP_COMPILED_SUFFIXES and len(pure.parts) > 1 \
+                    and not any(f'#include "{src.path}"' in text for text in top_level):
+                out.append(f"sources[{i}]: '{src.path}' is not compiled by upstream (its build compiles only the "
+                           "top-level C/C++ files, and none includes it)")
+    for i, src in enumerate(solution.sources):
+        if src.path == TUNABLES_FILE:
+            out.append(f"sources[{i}]: {TUNABLES_FILE} is kernelfleet's; upstream neither passes its values to the "
+                       "build nor generates kernelfleet_tunables")
+    out += _foreign_import_deviations(solution)
+    return out
+
+
+def _foreign_import_deviations(solution: Solution) -> list[str]:
+    modules_by_folder: dict[PurePosixPath, set[str]] = {}
+    for src in solution.sources:
+        pure = PurePosixPath(src.path)
+        folder, first = pure.parent, pure.parts[0]
+        if pure.suffix == ".py":
+            modules_by_folder.setdefault(folder, set()).add(pure.stem)
+        if len(pure.parts) > 1:
+            modules_by_folder.setdefault(PurePosixPath("."), set()).add(first)
+    root = modules_by_folder.get(PurePosixPath("."), set())
+    out = []
+    for i, src in enumerate(solution.sources):
+        pure = PurePosixPath(src.path)
+        if pure.suffix != ".py":
+            continue
+        local = root | modules_by_folder.get(pure.parent, set())
+        for line, module in foreign_imports(src.content, local):
+            where = "only kernelfleet provides it" if top_package(module) in KERNELFLEET_PACKAGES \
+                else "upstream's environment does not install it"
+            out.append(f"sources[{i}] {src.path} line {line}: imports {module} ({where})")
     return out
 
 

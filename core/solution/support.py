@@ -4,7 +4,8 @@
 :func:`run_kind` says how kernelfleet runs it, or raises a SpecError naming ``spec.languages`` /
 ``spec.entry_point`` / ``spec.binding`` when it cannot.
 
-* ``pytorch``, ``triton`` (and ``cute_dsl`` where ``nvidia-cutlass-dsl`` is installed): a Python entry, imported.
+* ``pytorch``, ``triton`` (and ``cute_dsl`` on a machine with a CUDA GPU where ``nvidia-cutlass-dsl`` is
+  installed): a Python entry, imported.
 * ``cuda_cpp`` with a C/C++/CUDA entry (binding ``torch`` or null, as upstream): a torch extension built with
   ``torch.utils.cpp_extension`` (slow, cached on disk).
 * ``cuda_cpp`` with a ``.py`` entry: kernelfleet's fast path. The ``.cu`` sources are compiled by nvcc to cubins
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from enum import Enum
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from core.errors import SpecError
 from core.solution.schema import CPP_SUFFIXES, Language, Solution
 
 CUTE_DSL_MISSING = "CuTe DSL (nvidia-cutlass-dsl) is not installed in this environment"
+CUTE_DSL_NO_GPU = "CuTe DSL needs a CUDA GPU; this machine has none"
 
 # Languages kernelfleet runs; every other upstream language gets a "not supported yet" error.
 _RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUDA_CPP}
@@ -38,6 +41,26 @@ def cute_dsl_available() -> bool:
     return importlib.util.find_spec("cutlass") is not None
 
 
+def cuda_gpu_present() -> bool:
+    """Whether this machine shows a CUDA GPU (the NVIDIA driver's device list; no CUDA library is loaded)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        if gpus.is_dir() and any(gpus.iterdir()):
+            return True
+    except OSError:
+        pass
+    return Path("/dev/nvidia0").exists()
+
+
+def cute_dsl_refusal() -> str | None:
+    """Why CuTe DSL cannot run here (the device first: installing the package would not help), or None."""
+    if not cuda_gpu_present():
+        return CUTE_DSL_NO_GPU + ("" if cute_dsl_available() else " (and nvidia-cutlass-dsl is not installed)")
+    return None if cute_dsl_available() else CUTE_DSL_MISSING
+
+
 def run_kind(solution: Solution, file: str | Path | None = None, *, check_environment: bool = True) -> RunKind:
     """How kernelfleet runs ``solution``; a SpecError when it cannot (unsupported language, missing CuTe DSL...)."""
     spec = solution.spec
@@ -46,9 +69,10 @@ def run_kind(solution: Solution, file: str | Path | None = None, *, check_enviro
             raise SpecError(file, f"spec.languages[{i}]", f"language '{lang.value}' is not supported by kernelfleet yet"
                             f" (supported: {', '.join(sorted(x.value for x in _RUNNABLE))})")
     if spec.is_python:
-        if check_environment and Language.CUTE_DSL in spec.languages and not cute_dsl_available():
-            i = spec.languages.index(Language.CUTE_DSL)
-            raise SpecError(file, f"spec.languages[{i}]", CUTE_DSL_MISSING)
+        if check_environment and Language.CUTE_DSL in spec.languages:
+            refusal = cute_dsl_refusal()
+            if refusal is not None:
+                raise SpecError(file, f"spec.languages[{spec.languages.index(Language.CUTE_DSL)}]", refusal)
         return RunKind.PYTHON
     # Only cuda_cpp is left among C++ languages.
     if solution.entry_file.endswith(CPP_SUFFIXES):

@@ -106,6 +106,39 @@ def test_upstream_deviations():
     assert upstream_deviations(load_solution(PYTORCH_EXAMPLE)) == []
     devs = upstream_deviations(load_solution(FAST_EXAMPLE))
     assert any("H200" in d for d in devs) and any("fast path" in d for d in devs)
+    assert "sources[0] main.py line 5: imports core.solution.runtime (only kernelfleet provides it)" in devs
+    assert "sources[0] main.py line 6: imports kernelfleet_tunables (only kernelfleet provides it)" in devs
+    assert any(d.startswith("sources[2]: tunables.json is kernelfleet's") for d in devs)
+
+
+def _python(sources: dict[str, str], languages=("pytorch",), entry="main.py::run"):
+    return parse_solution({"name": "s", "definition": "d", "author": "a",
+                           "spec": {"languages": list(languages), "target_hardware": ["LOCAL"], "entry_point": entry},
+                           "sources": [{"path": p, "content": c} for p, c in sources.items()]}, FILE)
+
+
+def test_deviations_name_tlx_and_each_foreign_import_by_line():
+    code = "import os\nimport cupy as cp\n\ndef run(x):\n    from core.evaluate import timing\n    return x\n"
+    devs = upstream_deviations(_python({"main.py": code}, languages=("tlx",)))
+    assert devs == ["spec.languages[0]: 'tlx' is not a language upstream knows",
+                    "sources[0] main.py line 2: imports cupy (upstream's environment does not install it)",
+                    "sources[0] main.py line 5: imports core.evaluate (only kernelfleet provides it)"]
+
+
+def test_a_solutions_own_module_of_a_kernelfleet_name_is_not_a_deviation():
+    member = {"main.py": "from core import helper\n", "core.py": "helper = 1\n",
+              "attempt_1/main.py": "from kernelfleet_tunables import BLOCK\n",
+              "attempt_1/kernelfleet_tunables.py": "BLOCK = 256\n"}
+    assert upstream_deviations(_python(member)) == []
+
+
+def test_a_nested_compiled_file_is_a_deviation_unless_a_top_level_unit_includes_it():
+    nested = {"main.cu": "int run();\n", "sub/k.cu": "int k() { return 1; }\n"}
+    devs = upstream_deviations(_python(nested, languages=("cuda_cpp",), entry="main.cu::run"))
+    assert devs == ["sources[1]: 'sub/k.cu' is not compiled by upstream (its build compiles only the top-level "
+                    "C/C++ files, and none includes it)"]
+    nested["unit.cu"] = '#include "sub/k.cu"\n'
+    assert upstream_deviations(_python(nested, languages=("cuda_cpp",), entry="main.cu::run")) == []
 
 
 # ---------------------------------------------------------------- an independent model of upstream's schema
@@ -406,3 +439,34 @@ def test_load_from_path_object_names_the_path(tmp_path, base):
     with pytest.raises(SpecError) as info:
         load_solution(path)
     assert info.value.file == str(path) and info.value.field == "name"
+
+
+# ---------------------------------------------------------------- support: why CuTe DSL cannot run here
+
+
+def test_cute_dsl_refusal_names_the_missing_gpu_before_the_missing_package(monkeypatch):
+    from core.solution import support
+
+    sol = _python({"main.py": "def run(): pass\n"}, languages=("cute_dsl",))
+    monkeypatch.setattr(support, "cuda_gpu_present", lambda: False)
+    monkeypatch.setattr(support, "cute_dsl_available", lambda: False)
+    with pytest.raises(SpecError) as info:
+        support.run_kind(sol)
+    assert info.value.message == "CuTe DSL needs a CUDA GPU; this machine has none (and nvidia-cutlass-dsl is not " \
+                                 "installed)"
+    assert info.value.field == "spec.languages[0]"
+    monkeypatch.setattr(support, "cute_dsl_available", lambda: True)
+    with pytest.raises(SpecError, match="spec.languages.0.: CuTe DSL needs a CUDA GPU; this machine has none$"):
+        support.run_kind(sol)
+    monkeypatch.setattr(support, "cuda_gpu_present", lambda: True)
+    assert support.run_kind(sol) is support.RunKind.PYTHON
+    monkeypatch.setattr(support, "cute_dsl_available", lambda: False)
+    with pytest.raises(SpecError, match="is not installed in this environment"):
+        support.run_kind(sol)
+
+
+def test_no_visible_device_is_no_gpu(monkeypatch):
+    from core.solution.support import cuda_gpu_present
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert cuda_gpu_present() is False

@@ -6,7 +6,7 @@ from solution_helpers import FAST_EXAMPLE, PYTORCH_EXAMPLE, make_solution, needs
 
 from core.errors import SpecError
 from core.solution import CUTE_DSL_MISSING, RunKind, SourceFile, load_solution, prepare, run_kind, with_values
-from core.solution.support import cute_dsl_available
+from core.solution.support import CUTE_DSL_NO_GPU, cuda_gpu_present, cute_dsl_available
 from core.solution.torch_ext import CACHE_SUBDIR
 
 
@@ -48,8 +48,12 @@ def test_cute_dsl_without_the_package_is_a_clear_error():
     sol = make_solution({"main.py": "def run(): pass\n"}, languages=["cute_dsl"])
     with pytest.raises(SpecError) as info:
         run_async(prepare, sol)
-    assert info.value.message == CUTE_DSL_MISSING
+    if cuda_gpu_present():
+        assert info.value.message == CUTE_DSL_MISSING
+    else:  # the device first: installing the package would not help
+        assert info.value.message == CUTE_DSL_NO_GPU + " (and nvidia-cutlass-dsl is not installed)"
     assert CUTE_DSL_MISSING == "CuTe DSL (nvidia-cutlass-dsl) is not installed in this environment"
+    assert CUTE_DSL_NO_GPU == "CuTe DSL needs a CUDA GPU; this machine has none"
     assert info.value.field == "spec.languages[0]"
 
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Export a run's best solutions with `kernelfleet export` and run NVIDIA's own SOL-ExecBench CLI on each, on a GPU.
+#
+#   bench/upstream_export_check.sh RUN_DIR [OUT]
+#
+# RUN_DIR  a kernelfleet run folder (holding run.sqlite).
+# OUT      where to export (default: a new temporary folder); per problem OUT/<subset>/<name>/ gets solution.json,
+#          upstream's trace (trace.jsonl) and its console output (upstream.log).
+#
+# Each exported solution is evaluated against the problem folder the run used (its definition.json and
+# workload.jsonl, read from the run store) by `sol-execbench PROBLEM --solution OUT/.../solution.json`. A problem
+# passes when upstream writes one trace per workload and every trace's status is PASSED.
+#
+# Environment:
+#   PYTHON              the interpreter with kernelfleet, and a CUDA torch for upstream (default: python3)
+#   SOL_EXECBENCH_SRC   upstream's sources (default: ../shared/sol-execbench/upstream/src beside this checkout);
+#                       upstream's own dependencies (click, rich, pydantic, safetensors ...) must be importable
+#   COMPILE_TIMEOUT     seconds upstream may spend compiling one C++/CUDA solution (default 600)
+#
+# Exit status: 0 when every exported problem passes, 1 when one does not, 2 for bad arguments or a missing tool.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+src="${SOL_EXECBENCH_SRC:-$here/../shared/sol-execbench/upstream/src}"
+compile_timeout="${COMPILE_TIMEOUT:-600}"
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "error: usage: $0 RUN_DIR [OUT]" >&2
+  exit 2
+fi
+run_dir="$1"
+out="${2:-$(mktemp -d -t kf_upstream_export.XXXXXX)}"
+if [[ ! -d "$src/sol_execbench" ]]; then
+  echo "error: upstream's sources are not at $src (set SOL_EXECBENCH_SRC)" >&2
+  exit 2
+fi
+if ! PYTHONPATH="$src" "$python" -c "import sol_execbench.cli, torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  echo "error: $python cannot import upstream's CLI with a CUDA torch (install its dependencies; needs a GPU)" >&2
+  exit 2
+fi
+
+cd "$here"
+"$python" -m cli.main export "$run_dir" "$out"
+
+# subset/name <TAB> problem folder, for each exported problem
+plan="$("$python" - "$run_dir" "$out" <<'EOF'
+import sys
+from pathlib import Path
+from core.store import RunReader
+with RunReader(Path(sys.argv[1])) as reader:
+    for p in reader.problems():
+        if (Path(sys.argv[2]) / p.subset / p.name / "solution.json").is_file():
+            print(f"{p.subset}/{p.name}\t{p.path}")
+EOF
+)"
+
+failed=0
+total=0
+while IFS=$'\t' read -r key problem; do
+  [[ -z "$key" ]] && continue
+  total=$((total + 1))
+  folder="$out/$key"
+  if PYTHONPATH="$src" "$python" -c "from sol_execbench.cli import cli; cli()" "$problem" \
+      --solution "$folder/solution.json" --compile-timeout "$compile_timeout" -o "$folder/trace.jsonl" \
+      >"$folder/upstream.log" 2>&1; then
+    verdict="$("$python" - "$folder/trace.jsonl" "$problem/workload.jsonl" <<'EOF'
+import json, sys
+traces = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+workloads = sum(1 for line in open(sys.argv[2]) if line.strip())
+statuses = [(t.get("evaluation") or {}).get("status", "NO_EVALUATION") for t in traces]
+bad = [s for s in statuses if s != "PASSED"]
+print("PASSED" if len(statuses) == workloads and not bad else
+      f"{len(statuses)}/{workloads} traces, not passed: {', '.join(sorted(set(bad))) or 'missing traces'}")
+EOF
+)"
+  else
+    verdict="upstream's CLI failed (see $folder/upstream.log)"
+  fi
+  echo "$key: $verdict"
+  [[ "$verdict" == "PASSED" ]] || failed=$((failed + 1))
+done <<<"$plan"
+
+echo "upstream passed $((total - failed)) of $total exported solutions (exports and logs in $out)"
+[[ $failed -eq 0 ]]

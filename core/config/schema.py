@@ -180,6 +180,9 @@ class EvaluationConfig:
     # Let the baseline T_b be the faster of eager and torch.compile of the reference (else eager alone).
     compile_baseline: bool = setting(True)
     compile_timeout_s: float = setting(120.0, gt=0)
+    # Correctness rounds of fresh inputs each problem's best attempt is re-verified with before the run ends (10:
+    # upstream SOL-ExecBench's rule); 0 skips the re-verification.
+    verify_rounds: int = setting(10, min=0)
 
 
 @dataclass(frozen=True)

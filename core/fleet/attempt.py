@@ -65,10 +65,12 @@ class AttemptLife:
         self.baselines = baselines  # T_b per GPU model; None: the problem's recorded T_b for every attempt
 
     async def evaluate(self, problem: Problem, solution: Solution, workloads: tuple[int, ...] | None, *,
-                       priority: int = 0, prepared: PreparedSolution | None = None) -> Evaluation:
-        """Build (unless ``prepared`` was built already) and evaluate under the run's policy."""
-        request = EvaluationRequest(problem, solution, workloads, self.policy.rounds, self.policy.timing, priority,
-                                    self.policy.blob_roots)
+                       priority: int = 0, prepared: PreparedSolution | None = None,
+                       rounds: int | None = None) -> Evaluation:
+        """Build (unless ``prepared`` was built already) and evaluate under the run's policy (``rounds``: other
+        than the policy's)."""
+        request = EvaluationRequest(problem, solution, workloads, rounds or self.policy.rounds, self.policy.timing,
+                                    priority, self.policy.blob_roots)
         if prepared is not None:
             return await self.evaluator.evaluate_prepared(request, prepared)
         return await self.evaluator.evaluate(request)

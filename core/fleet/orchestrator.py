@@ -9,6 +9,7 @@ or counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -37,6 +38,7 @@ from core.fleet.gpus import detect_gpus
 from core.fleet.kinds import AgentKind, registered
 from core.fleet.record import Recorded
 from core.fleet.seeds import pick_seed
+from core.fleet.verify import BestVerifier
 from core.fleet.workbench import BenchServices, Workbench
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
 from core.planner.model import lane
@@ -218,11 +220,13 @@ class Fleet:
     async def run(self) -> str:
         """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
         self.open()
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            if self.stop_reason:
-                scope.cancel()
-            async with self._make_evaluator() as evaluator:
+        async with contextlib.AsyncExitStack() as held:
+            # The evaluator outlives the run's scope: a stopped run still re-verifies its bests on it.
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.stop_reason:
+                    scope.cancel()
+                evaluator = await held.enter_async_context(self._make_evaluator())
                 self.evaluator = evaluator
                 policy = EvaluationPolicy(self.config.evaluation.rounds, self.timing, self.blob_roots,
                                           self.config.planner.plateau_min_gain)
@@ -253,6 +257,7 @@ class Fleet:
                     if "core.llm" in sys.modules:  # only runs that had LLM agents imported it
                         with anyio.CancelScope(shield=True):
                             await sys.modules["core.llm"].LlmClient.close_shared()
+            await self._verify_bests()
         state = "finished" if self.finished else "stopped"
         self._record_metrics()
         usage = self._usage()
@@ -262,6 +267,33 @@ class Fleet:
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
         self.store.close()
         return state
+
+    async def _verify_bests(self) -> None:
+        """Re-verify each problem's best with upstream's full rules (``core.fleet.verify``), after the run's work, in
+        a scope of its own: the run's may be cancelled by now (a stop), and a stop asked during this cancels it."""
+        rounds = self.config.evaluation.verify_rounds
+        if not rounds or not hasattr(self, "life"):
+            return
+        verifier = BestVerifier(self.store, self.life, rounds, log=lambda line, problem_id=None: self.event(
+            "log", line, problem_id=problem_id))
+        waiting = [pid for pid in verifier.unverified() if pid in self.problems]
+        if not waiting:
+            return
+        self.event("log", f"re-verifying the best attempt of {len(waiting)} problems with {rounds} rounds of fresh "
+                          f"inputs (upstream's rule; Ctrl-C or a stop control skips the rest)")
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            limiter = anyio.CapacityLimiter(max(1, len(self.evaluator.placements())))
+
+            async def one(problem_id: int) -> None:
+                async with limiter:
+                    await verifier.verify(problem_id, self.problems[problem_id])
+
+            async with anyio.create_task_group() as tg:
+                for problem_id in waiting:
+                    tg.start_soon(one, problem_id)
+        if scope.cancelled_caught:
+            self.event("log", f"re-verification stopped; {len(verifier.unverified())} bests are not re-verified")
 
     def _make_evaluator(self) -> Evaluator:
         if self.evaluator_factory is not None:

@@ -127,6 +127,7 @@ class AttemptRow:
     node: str = ""  # where it was evaluated: the host or Ray node ("" before it was, or when nothing ran)
     gpu: int | None = None  # the GPU index there (None on the CPU)
     device_model: str = ""  # e.g. "NVIDIA H200", or "cpu"
+    verified: str = ""  # "" not re-verified with upstream's full rules, else "passed: ..." or "failed: ..."
 
     @property
     def passed(self) -> bool:
@@ -310,7 +311,7 @@ def attempt_from_row(r) -> AttemptRow:
                       _loads(r["build_json"], None), _loads(r["verdict_json"], None), r["status"], r["reason"],
                       {int(k): v for k, v in _loads(r["times_json"], {}).items()}, r["speedup"], r["sol"],
                       bool(r["full"]), r["gpu_seconds"], r["content_hash"], tuple(_loads(r["parents_json"], [])),
-                      r["profile"], r["gain"], r["node"], r["gpu"], r["device_model"])
+                      r["profile"], r["gain"], r["node"], r["gpu"], r["device_model"], r["verified"])
 
 
 def llm_call_from_row(r) -> LlmCallRow:

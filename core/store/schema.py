@@ -200,6 +200,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (problem_id, device_model)
     );
     """,
+    # 9: best attempts re-verified with upstream SOL-ExecBench's full correctness rules (``core.fleet.verify``):
+    # "" not re-verified, "passed: ..." or "failed: ...".
+    """
+    ALTER TABLE attempts ADD COLUMN verified TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

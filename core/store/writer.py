@@ -157,6 +157,10 @@ class RunStore(Queries):
         self.conn.execute("INSERT OR REPLACE INTO model_baselines (problem_id, device_model, workloads_json) "
                           "VALUES (?, ?, ?)", (problem_id, device_model, json.dumps(workloads)))
 
+    def set_attempt_verified(self, attempt_id: int, outcome: str) -> None:
+        """What re-verifying a best attempt with upstream's full rules gave (``core.fleet.verify``)."""
+        self.conn.execute("UPDATE attempts SET verified = ? WHERE id = ?", (self.redact(outcome), attempt_id))
+
     def set_problem_frontier(self, problem_id: int, members: list[dict[str, Any]]) -> None:
         """Replace the problem's frontier (``core.store.model.frontier_member_to_dict`` of each member)."""
         self._dirty_problems.add(problem_id)

@@ -1,0 +1,73 @@
+"""Each problem's best attempt re-verified with upstream SOL-ExecBench's full correctness rules before the run
+reports it as best: ``rounds`` (upstream's 10) rounds of fresh seeded inputs on every workload it was counted on,
+under the same checks, on a device of the run. The search loop may use fewer rounds for speed; a best that fails
+here is marked (``attempts.verified`` = "failed: ...") and the problem's best passes to its next fastest passing
+attempt, which is verified in turn. ``kernelfleet report`` says which bests were re-verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.fleet.attempt import AttemptLife
+from core.fleet.scoring import is_better
+from core.problem.schema import Problem
+from core.solution.io import parse_solution
+from core.store.model import AttemptRow
+from core.store.writer import RunStore
+
+UPSTREAM_ROUNDS = 10
+MAX_TRIES = 3  # bests tried per problem; a problem whose first three fail keeps no verified best this time
+PASSED_PREFIX, FAILED_PREFIX = "passed", "failed"
+
+
+class BestVerifier:
+    def __init__(self, store: RunStore, life: AttemptLife, rounds: int = UPSTREAM_ROUNDS,
+                 log: Callable[..., None] = lambda line, problem_id=None: None):
+        self.store = store
+        self.life = life
+        self.rounds = rounds
+        self.log = log
+
+    def unverified(self) -> list[int]:
+        """Problems whose best attempt has not been re-verified."""
+        return [p.id for p in self.store.problems()
+                if p.best_attempt_id is not None and not self.store.attempt(p.best_attempt_id).verified]
+
+    async def verify(self, problem_id: int, problem: Problem) -> None:
+        for _ in range(MAX_TRIES):
+            row = self.store.problem(problem_id)
+            if row.best_attempt_id is None:
+                return
+            best = self.store.attempt(row.best_attempt_id)
+            if best.verified.startswith(PASSED_PREFIX):
+                return
+            outcome = best.verified
+            if not outcome:
+                evaluation = await self.life.evaluate(problem, parse_solution(best.solution), best.workloads,
+                                                      priority=row.priority, rounds=self.rounds)
+                verdict = evaluation.verdict
+                if verdict.status.value == "PASSED":
+                    self.store.set_attempt_verified(best.id, f"{PASSED_PREFIX}: {self.rounds} rounds of fresh inputs")
+                    self.log(f"best attempt {best.id} re-verified: {self.rounds} rounds of fresh inputs passed",
+                             problem_id=problem_id)
+                    return
+                first = (verdict.reason or "").splitlines()[0][:300] if verdict.reason else ""
+                outcome = f"{FAILED_PREFIX}: {verdict.status.value}" + (f": {first}" if first else "")
+                self.store.set_attempt_verified(best.id, outcome)
+            self._demote(problem_id, best, outcome)
+
+    def _demote(self, problem_id: int, failed: AttemptRow, outcome: str) -> None:
+        """The problem's best becomes its fastest other full passing attempt not failed in re-verification."""
+        following = None
+        for attempt in self.store.attempts(problem_id, state="done"):
+            if (attempt.passed and attempt.full and attempt.id != failed.id
+                    and not attempt.verified.startswith(FAILED_PREFIX)
+                    and is_better(following.speedup if following else None, attempt.speedup)):
+                following = attempt
+        self.store.update_problem(problem_id, best_attempt_id=following.id if following else None,
+                                  best_speedup=following.speedup if following else None,
+                                  best_sol=following.sol if following else None)
+        self.log(f"best attempt {failed.id} {outcome.replace(FAILED_PREFIX, 'failed re-verification', 1)}; "
+                 + (f"the best is now attempt {following.id}" if following else "no other attempt passed"),
+                 problem_id=problem_id)

@@ -1,4 +1,4 @@
-"""Input generation: seeded, on the requested device, with conventions that make inputs meaningful."""
+"""Input generation: seeded, on the requested device, with SOL-ExecBench's distributions (core.problem.input_rules)."""
 
 import torch
 
@@ -34,43 +34,81 @@ def test_same_seed_same_inputs_other_seed_other_inputs(make_problem):
     assert list(a) == ["x", "weight", "eps"]
 
 
-def test_norm_weight_is_near_one(make_problem):
-    problem = load_problem(make_problem())
-    weight = make_inputs(problem, problem.workloads[0], "cpu", seed=1)["weight"].float()
-    assert (weight - 1).abs().max() < 0.6 and abs(weight.mean().item() - 1) < 0.1
+def test_norm_parameters_are_ones_and_zeros_and_a_bare_weight_vector_is_normal(make_problem):
+    """Upstream's names: ``<...>norm_weight`` is ones, ``<...>norm_bias`` zeros; a 1-D ``weight`` has no rule."""
+    inputs = {"input_layernorm_weight": {"shape": ["n"], "dtype": "bfloat16"},
+              "q_norm2_bias": {"shape": ["n"], "dtype": "float32"},
+              "weight": {"shape": ["n"], "dtype": "bfloat16"}}
+    problem = _problem(make_problem, inputs, "input_layernorm_weight, q_norm2_bias, weight",
+                       description="RMSNorm")
+    made = make_inputs(problem, problem.workloads[0], "cpu", seed=1)
+    assert made["input_layernorm_weight"].dtype == torch.bfloat16
+    assert torch.equal(made["input_layernorm_weight"], torch.ones(4096, dtype=torch.bfloat16))
+    assert torch.equal(made["q_norm2_bias"], torch.zeros(4096))
+    weight = made["weight"].float()
+    assert abs(weight.mean().item()) < 0.1 and 0.9 < weight.std().item() < 1.1 and weight.min() < -2
 
 
-def test_probabilities_sum_to_one_and_scales_are_positive(make_problem):
-    inputs = {"probs": {"shape": ["n", "vocab_size"], "dtype": "float32"},
-              "x_scale": {"shape": ["n"], "dtype": "float32"}}
-    problem = _problem(make_problem, inputs, "probs, x_scale")
+def test_weight_matrices_are_scaled_by_their_fan_in(make_problem):
+    inputs = {"q_proj": {"shape": ["n", "k"], "dtype": "float32"},
+              "gate_up_weight": {"shape": ["n", "k"], "dtype": "bfloat16"},
+              "x": {"shape": ["n", "k"], "dtype": "float32"}}
+    axes = {"n": {"type": "var"}, "k": {"type": "const", "value": 256}}
+    problem = _problem(make_problem, inputs, "q_proj, gate_up_weight, x", axes=axes, workload_axes={"n": 64})
     made = make_inputs(problem, problem.workloads[0], "cpu", seed=0)
-    assert torch.allclose(made["probs"].sum(-1), torch.ones(4096), atol=1e-5)
-    assert (made["x_scale"] > 0).all()
+    for name in ("q_proj", "gate_up_weight"):
+        assert abs(made[name].float().std().item() - 1 / 16) < 0.004, name
+    assert abs(made["x"].std().item() - 1) < 0.05
 
 
-def test_index_tensors_lie_within_the_named_axis(make_problem):
+def test_an_attention_mask_is_exactly_causal(make_problem):
+    inputs = {"attention_mask": {"shape": ["b", 1, "s", "s"], "dtype": "bfloat16"},
+              "pad_mask": {"shape": ["b", "s"], "dtype": "float32", "description": "1.0 for valid tokens"}}
+    axes = {"n": {"type": "const", "value": 4}, "b": {"type": "const", "value": 2}, "s": {"type": "var"}}
+    problem = _problem(make_problem, inputs, "attention_mask, pad_mask", axes=axes, workload_axes={"s": 9})
+    made = make_inputs(problem, problem.workloads[0], "cpu", seed=0)
+    mask = made["attention_mask"]
+    expected = torch.zeros(9, 9).masked_fill(torch.ones(9, 9, dtype=torch.bool).triu(1),
+                                             torch.finfo(torch.bfloat16).min).to(torch.bfloat16)
+    assert mask.shape == (2, 1, 9, 9) and torch.equal(mask, expected.expand(2, 1, 9, 9))
+    assert set(made["pad_mask"].unique().tolist()) == {0.0, 1.0}
+
+
+def test_integer_and_boolean_inputs_take_upstream_ranges_whatever_their_names(make_problem):
+    """Upstream has no index rule: ids are uniform over its per-dtype range, negatives included."""
     inputs = {"token_ids": {"shape": ["n"], "dtype": "int64", "description": "ids into the vocabulary"},
-              "expert_idx": {"shape": ["n"], "dtype": "int32",
-                             "description": "chosen expert, below num_experts"},
+              "codes": {"shape": ["n"], "dtype": "int8"},
               "mask": {"shape": ["n"], "dtype": "bool"}}
-    axes = {"n": {"type": "var"}, "vocab_size": {"type": "const", "value": 50},
-            "num_experts": {"type": "const", "value": 8}}
-    problem = _problem(make_problem, inputs, "token_ids, expert_idx, mask", axes=axes)
+    problem = _problem(make_problem, inputs, "token_ids, codes, mask")
     made = make_inputs(problem, problem.workloads[0], "cpu", seed=0)
-    ids, experts, mask = made["token_ids"], made["expert_idx"], made["mask"]
-    assert ids.min() >= 0 and ids.max() < 50 and ids.max() > 40  # bound from the vocab axis
-    assert experts.min() >= 0 and experts.max() == 7  # bound from the axis named in the description
-    assert mask.dtype == torch.bool and 0 < mask.sum() < 4096
+    ids, codes, mask = made["token_ids"], made["codes"], made["mask"]
+    assert ids.dtype == torch.int64 and ids.min() >= -1024 and ids.max() < 1024 and ids.min() < -1000
+    assert codes.min() >= -128 and codes.max() <= 127 and codes.min() < -120 and codes.max() > 120
+    assert mask.dtype == torch.bool and 1800 < mask.sum() < 2300
+
+
+def test_python_scalars_are_one_default_draw(make_problem):
+    inputs = {"x": {"shape": ["n"], "dtype": "float32"}, "eps": {"shape": None, "dtype": "float32"},
+              "k": {"shape": None, "dtype": "int32"}}
+    problem = _problem(make_problem, inputs, "x, eps, k")
+    draws = [make_inputs(problem, problem.workloads[0], "cpu", seed=s) for s in range(200)]
+    eps = torch.tensor([d["eps"] for d in draws])
+    assert all(isinstance(d["eps"], float) and isinstance(d["k"], int) for d in draws)
+    assert (eps < 0).any() and (eps > 0).any() and abs(eps.std().item() - 1) < 0.2
+    assert all(-1024 <= d["k"] < 1024 for d in draws)
 
 
 def test_low_precision_inputs(make_problem):
-    inputs = {"a_fp8": {"shape": ["n"], "dtype": "float8_e4m3fn"},
-              "b_fp4": {"shape": ["n"], "dtype": "float4_e2m1fn_x2"}}
-    problem = _problem(make_problem, inputs, "a_fp8, b_fp4")
+    inputs = {"a_fp8": {"shape": ["n", "n"], "dtype": "float8_e4m3fn"},
+              "b_fp4": {"shape": ["n"], "dtype": "float4_e2m1fn_x2"},
+              "c_weight": {"shape": ["n", "n"], "dtype": "float8_e5m2"}}
+    problem = _problem(make_problem, inputs, "a_fp8, b_fp4, c_weight", workload_axes={"n": 64})
     made = make_inputs(problem, problem.workloads[0], "cpu", seed=0)
-    assert made["a_fp8"].dtype == torch.float8_e4m3fn and made["a_fp8"].float().abs().max() <= 2
-    assert made["b_fp4"].dtype == torch.float4_e2m1fn_x2 and made["b_fp4"].shape == (4096,)
+    a = made["a_fp8"].float()
+    assert made["a_fp8"].dtype == torch.float8_e4m3fn and a.abs().max() == 2 and 0.7 < a.std() < 1.0
+    assert made["b_fp4"].dtype == torch.float4_e2m1fn_x2 and made["b_fp4"].shape == (64,)
+    # fp8 takes no name rule: a weight matrix is not scaled by its fan-in
+    assert 0.7 < made["c_weight"].float().std() < 1.0
 
 
 CUSTOM_REFERENCE = '''import torch

@@ -1,10 +1,12 @@
-"""``kernelfleet problems check``: load problem folders, report what can run, optionally run the references."""
+"""``kernelfleet problems check``: load problem folders, report what can run, optionally run the references.
+``kernelfleet problems import``: write problem folders from KernelBench problem files."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich import box
@@ -13,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from core.problem import load_problems
+from core.problem.kernelbench_definition import DEFAULT_TOLERANCE
 from core.problem.reference_check import DEVICE_LIMITED, Outcome, ReferenceResult, check_many
 
 
@@ -40,6 +43,30 @@ def register(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--strict", action="store_true",
                        help="with --run-reference, exit 1 when any reference fails, whatever the reason")
     check.set_defaults(handler=run_check)
+
+    kernelbench = sub.add_parser(
+        "import",
+        help="write problem folders from KernelBench problem files (class Model, get_inputs, get_init_inputs)",
+        description="Import KernelBench problem files: one problem folder (definition.json + workload.jsonl) per "
+                    ".py file, in OUT/<the file's folder>/<its name>. Each file runs only in a subprocess, on the "
+                    "CPU, under --timeout and a memory limit, to learn its inputs and outputs. Exits 2 when nothing "
+                    "was imported, 1 when some files failed.",
+    )
+    kernelbench.add_argument("sources", nargs="+", metavar="FILE_OR_DIR",
+                             help="KernelBench .py files, or folders whose .py files (recursively) are imported")
+    kernelbench.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the problem folders go")
+    kernelbench.add_argument("--force", action="store_true", help="replace problem folders that exist")
+    kernelbench.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                             help="seconds per file (default 120)")
+    kernelbench.add_argument("--jobs", type=int, default=None, metavar="N",
+                             help="files probed at once (default: CPU cores, at most 4)")
+    kernelbench.add_argument("--memory-limit-gb", type=float, default=None, metavar="GB",
+                             help="address-space limit per file (default: RAM / jobs)")
+    kernelbench.add_argument("--atol", type=float, default=DEFAULT_TOLERANCE,
+                             help=f"the workload's max_atol (default {DEFAULT_TOLERANCE:g}, KernelBench's)")
+    kernelbench.add_argument("--rtol", type=float, default=DEFAULT_TOLERANCE,
+                             help=f"the workload's max_rtol (default {DEFAULT_TOLERANCE:g}, KernelBench's)")
+    kernelbench.set_defaults(handler=run_import)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -90,6 +117,94 @@ def run_check(args: argparse.Namespace) -> int:
     out.print(f"{len(report.problems)} problems loaded, {runnable} workloads runnable, "
               f"{len(workloads) - runnable} unavailable", highlight=False)
     return exit_code
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from core.problem.kernelbench import ImportFailed, ProbeLimits, find_kernelbench_files, import_file, target_for
+
+    out, err = Console(), Console(stderr=True)
+
+    def error(text: str) -> None:
+        err.print(f"error: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
+        if not value >= 0:
+            error(f"{flag}: expected a non-negative number, got {value:g}")
+            return 2
+    if not args.timeout > 0:
+        error(f"--timeout: expected a positive number of seconds, got {args.timeout:g}")
+        return 2
+    if args.jobs is not None and args.jobs < 1:
+        error(f"--jobs: expected at least 1, got {args.jobs}")
+        return 2
+    if args.memory_limit_gb is not None and not args.memory_limit_gb > 0:
+        error(f"--memory-limit-gb: expected a positive number, got {args.memory_limit_gb:g}")
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        error(f"{args.out}: --out is a file, not a folder")
+        return 2
+
+    sources, failures = [], 0
+    for raw in args.sources:
+        try:
+            found = find_kernelbench_files(Path(raw))
+        except (FileNotFoundError, ImportFailed) as exc:
+            error(str(exc))
+            failures += 1
+            continue
+        if not found:
+            error(f"{raw}: no .py files in this folder")
+            failures += 1
+        sources.extend(found)
+
+    targets, claimed = [], {}
+    for source in dict.fromkeys(sources):
+        target = target_for(source)
+        key = (target.subset, target.name)
+        if key in claimed:
+            error(f"{source}: imports as {target.subset}/{target.name}, as {claimed[key]} does")
+            failures += 1
+            continue
+        claimed[key] = source
+        targets.append(target)
+
+    jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
+    gigabytes = args.memory_limit_gb or _ram_gb() / jobs
+    limits = ProbeLimits(timeout_s=args.timeout, memory_limit_bytes=int(gigabytes * (1 << 30)),
+                         real_budget_bytes=min(1 << 30, int(gigabytes * (1 << 30)) // 4))
+
+    def one(target):
+        try:
+            return target, import_file(target, args.out, limits=limits, atol=args.atol, rtol=args.rtol,
+                                       force=args.force), None
+        except ImportFailed as exc:
+            return target, None, str(exc)
+
+    imported = 0
+    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True,
+                  disable=not err.is_terminal) as progress:
+        task = progress.add_task("", total=len(targets))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for target, result, problem in pool.map(one, targets):
+                progress.update(task, advance=1, description=f"{target.subset}/{target.name}")
+                if problem is not None:
+                    error(f"{target.source}: {problem}")
+                    failures += 1
+                    continue
+                imported += 1
+                how = "forward run on the CPU" if result.ran_on == "cpu" else "shapes from the meta device only"
+                out.print(f"imported {target.source} -> {result.folder} ({how})", markup=False, highlight=False,
+                          soft_wrap=True)
+                for note in result.notes:
+                    out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+    summary = f"imported {imported} KernelBench problem(s) into {args.out}"
+    out.print(summary + (f", {failures} failed (see errors above)" if failures else ""), highlight=False,
+              soft_wrap=True)
+    if imported == 0:
+        return 2
+    return 1 if failures else 0
 
 
 def _subset_table(report) -> Table:

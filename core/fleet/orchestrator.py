@@ -45,6 +45,7 @@ from core.planner.model import lane
 from core.planner.profiles import choose_escalation, choose_switch, profile_specs, round_robin
 from core.store.controls import COMMANDS
 from core.problem import load_problems
+from core.report.progress import duration, is_prepared, preparation_line
 from core.roofline.sol import geomean
 from core.problem.schema import Problem
 from core.secrets import redact, take_secrets
@@ -347,11 +348,23 @@ class Fleet:
         # One problem in preparation per GPU: a baseline's torch.compile keeps one judge busy for many seconds, and
         # the other GPUs' judges can measure other problems meanwhile.
         limiter = anyio.CapacityLimiter(max(1, len(self.evaluator.placements())))
+        started = time.monotonic()
+        total = len(self.problems)
+        begun = 0
 
         async def prepare_one(problem_id: int, problem: Problem) -> None:
+            nonlocal begun
             async with limiter:
                 try:
+                    if not is_prepared(self.store.problem(problem_id)):
+                        begun += 1
+                        self.event("log", f"preparing ({begun} of {total} begun): T_sol, T_b of "
+                                          f"{sum(not w.unavailable for w in problem.workloads)} workloads, the seed",
+                                   problem_id=problem_id)
                     await self._prepare(problem_id, problem)
+                    line = preparation_line(self.store.problems(), time.monotonic() - started)
+                    if line:
+                        self.event("log", line, problem_id=problem_id)
                 except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
                     # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
                     self.store.update_problem(problem_id, status="failed",
@@ -365,6 +378,8 @@ class Fleet:
             for problem_id, problem in self.problems.items():
                 tg.start_soon(prepare_one, problem_id, problem)
         self.prepared_all = True
+        if begun:
+            self.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")
 
     async def _prepare(self, problem_id: int, problem: Problem) -> None:
         row = self.store.problem(problem_id)

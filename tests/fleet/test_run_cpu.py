@@ -75,6 +75,11 @@ def test_tuner_run_end_to_end(tmp_path):
         assert jobs == sum(r.attempts for r in rows) + len(rows), pool_lines[0]
         for row in rows:
             assert reader.attempt(row.best_attempt_id).verified == "passed: 10 rounds of fresh inputs"
+        logs = [e.message for e in reader.events(kind="log")]
+        begun = [m for m in logs if m.startswith("preparing (")]
+        assert sorted(m.split(":")[0] for m in begun) == ["preparing (1 of 2 begun)", "preparing (2 of 2 begun)"]
+        assert begun[0].endswith("T_sol, T_b of 2 workloads, the seed")
+        assert sum(m.startswith("prepared 2/2 problems in ") for m in logs) == 1
         verified = [e for e in reader.events(kind="log") if "re-verified" in e.message]
         assert sorted(e.problem_id for e in verified) == sorted(r.id for r in rows)
         # Every attempt records where it was evaluated, and the report says so.

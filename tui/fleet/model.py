@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from core.report.progress import duration, is_prepared, preparation_left_s
 from core.roofline.sol import geomean
 from core.store.model import ProblemRow
 from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
@@ -38,8 +39,13 @@ def header_lines(s: Snapshot) -> list[str]:
     geo = latest.geomean_speedup if latest and latest.geomean_speedup is not None else (
         geomean(speedups) if speedups else None)
     spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
-    line1 = (f"{s.run_name} [{state}] {elapsed} · problems {active} active, {done_count(s.problems)} done "
-             f"/ {len(s.problems)} · attempts {s.totals.attempts}")
+    prepared = sum(is_prepared(p) for p in s.problems)
+    if run is not None and run.state == "running" and prepared < len(s.problems):
+        left = preparation_left_s(prepared, len(s.problems), s.now - run.created_at)
+        progress = f"preparing {prepared}/{len(s.problems)}" + (f", ~{duration(left)} left" if left else "")
+    else:
+        progress = f"problems {active} active, {done_count(s.problems)} done / {len(s.problems)}"
+    line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
     device = "CPU" if run is not None and run.device == "cpu" else "GPU"  # the busy fraction is of the run's devices

@@ -49,9 +49,14 @@ def run_export(args: argparse.Namespace) -> int:
             out.print(f"  changed: {line}", markup=False, soft_wrap=True)
         for line in done.deviations:
             out.print(f"  deviation: {line}", markup=False, soft_wrap=True)
+        out.print(f"  re-verified: {done.verified}" if done.verified else
+                  "  not re-verified with upstream's 10 rounds (the run stopped before; `kernelfleet run --resume "
+                  "RUN_DIR` does it)", markup=False, soft_wrap=True)
     for key, why in skipped:
         out.print(f"skipped {key}: {why}", markup=False, soft_wrap=True)
     deviating = sum(1 for done in written if done.deviations)
+    verified = sum(1 for done in written if done.verified)
     out.print(f"exported {len(written)} solution{'s' if len(written) != 1 else ''} ({args.format}), "
-              f"skipped {len(skipped)}; {deviating} with deviations from upstream", markup=False, soft_wrap=True)
+              f"skipped {len(skipped)}; {deviating} with deviations from upstream; {verified} re-verified",
+              markup=False, soft_wrap=True)
     return 0

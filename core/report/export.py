@@ -18,7 +18,7 @@ from pathlib import Path
 from core.errors import SpecError
 from core.report.upstream_export import UpstreamSolution, to_upstream
 from core.solution.io import parse_solution, solution_to_dict
-from core.store.model import ProblemRow
+from core.store.model import AttemptRow, ProblemRow
 from core.store.queries import Queries
 
 FORMATS = ("sol-execbench",)
@@ -37,15 +37,16 @@ class ExportedProblem:
     form: str  # what was written, in a few words
     changes: tuple[str, ...]  # what the export changed, one line each
     deviations: tuple[str, ...]  # where upstream may still reject or differ, one line each
+    verified: str = ""  # the attempt's re-verification with upstream's full rules (core.fleet.verify); "" none
 
 
 def _safe_part(text: str) -> bool:
     return bool(text) and text not in (".", "..") and "/" not in text and "\\" not in text and "\0" not in text
 
 
-def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, int, UpstreamSolution]], list[tuple[str, str]]]:
-    """(problem, attempt id, exported solution) to write, and (key, why) for the problems that are skipped."""
-    chosen: list[tuple[ProblemRow, int, UpstreamSolution]] = []
+def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, AttemptRow, UpstreamSolution]], list[tuple[str, str]]]:
+    """(problem, attempt, exported solution) to write, and (key, why) for the problems that are skipped."""
+    chosen: list[tuple[ProblemRow, AttemptRow, UpstreamSolution]] = []
     skipped: list[tuple[str, str]] = []
     for problem in reader.problems():
         if problem.best_attempt_id is None:
@@ -64,7 +65,7 @@ def _plan(reader: Queries) -> tuple[list[tuple[ProblemRow, int, UpstreamSolution
             except SpecError as exc:
                 skipped.append((problem.key, f"best attempt {attempt.id} cannot be exported: {exc}"))
                 continue
-            chosen.append((problem, attempt.id, exported))
+            chosen.append((problem, attempt, exported))
     return chosen, skipped
 
 
@@ -79,11 +80,11 @@ def export_problems(reader: Queries, out_dir: str | Path, format: str = "sol-exe
     out = Path(out_dir)
     chosen, _ = _plan(reader)
     done = []
-    for problem, attempt_id, exported in chosen:
+    for problem, attempt, exported in chosen:
         target = out / problem.subset / problem.name / SOLUTION_FILE
         _write_atomic(target, json.dumps(solution_to_dict(exported.solution), indent=2) + "\n")
-        done.append(ExportedProblem(problem.key, target, attempt_id, exported.form, exported.changes,
-                                    exported.deviations))
+        done.append(ExportedProblem(problem.key, target, attempt.id, exported.form, exported.changes,
+                                    exported.deviations, attempt.verified))
     return done
 
 

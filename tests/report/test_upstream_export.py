@@ -94,6 +94,8 @@ def run_dir(tmp_path_factory):
         aid = store.begin_attempt(pid, None, solution, language=solution["spec"]["languages"][0])
         store.finish_attempt(aid, status="PASSED", speedup=2.0, sol=0.5, times_ms={0: 1.0}, gpu_seconds=1.0)
         store.update_problem(pid, status="active", attempts=1, best_attempt_id=aid, best_speedup=2.0, best_sol=0.5)
+        if key.startswith("attention/"):
+            store.set_attempt_verified(aid, "passed: 10 rounds of fresh inputs")
     store.close()
     return run
 
@@ -214,7 +216,9 @@ def test_the_cli_says_per_problem_what_it_wrote_and_what_deviates(run_dir, tmp_p
            "launcher main.py hosted by kf_bridge.cpp::run" in out
     assert "  changed: tunables baked in: ROWS_PER_BLOCK=16" in out
     assert "  deviation: spec.languages[0]: 'tlx' is not a language upstream knows" in out
-    assert "exported 5 solutions (sol-execbench), skipped 0; 1 with deviations from upstream" in out
+    assert "exported 5 solutions (sol-execbench), skipped 0; 1 with deviations from upstream; 1 re-verified" in out
+    assert out.count("  re-verified: passed: 10 rounds of fresh inputs") == 1
+    assert out.count("  not re-verified with upstream's 10 rounds") == 4
 
 
 def test_the_cli_refuses_an_unwritable_out_with_one_line(run_dir, tmp_path, capsys):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from core.config.schema import PROFILE_KEYS, FleetConfig, LlmConfig, ModelProfile
+from core.errors import SpecError
 
 # An API key pasted where the variable's name belongs.
 _KEY_PREFIX = "sk-"
@@ -25,14 +26,20 @@ _KINDS = {bool: ("true or false", "booleans"), int: ("an integer", "integers"), 
           str: ("a string", "strings")}
 
 
-class ConfigError(Exception):
-    """A bad config file or value, rendered as ``SOURCE: KEY: MESSAGE`` (``SOURCE: MESSAGE`` for the file itself)."""
+class ConfigError(SpecError):
+    """A bad config file or value: ``SOURCE: KEY: MESSAGE`` (``SOURCE: MESSAGE`` for the file itself), as every
+    validator reports (``core.errors.SpecError``)."""
 
     def __init__(self, source: str | Path, key: str | None, message: str):
-        self.source = str(source)
-        self.key = key
-        self.message = message
-        super().__init__(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
+        super().__init__(source, key, message)
+
+    @property
+    def source(self) -> str:
+        return self.file
+
+    @property
+    def key(self) -> str | None:
+        return self.field
 
 
 def load_config(path: str | Path | None) -> FleetConfig:

@@ -288,3 +288,35 @@ def test_example_file_is_every_key_at_its_default():
     del defaults["llm"]["profiles"]  # none by default; the example's are commented out (tests/config/test_config_profiles.py)
     # Every key is written out, none missing.
     assert {s: set(keys) for s, keys in raw.items()} == {s: set(keys) for s, keys in defaults.items()}
+
+
+def test_config_problem_and_solution_validators_report_one_way(tmp_path):
+    """FILE: FIELD: MESSAGE from every hand-written validator (core.errors.SpecError)."""
+    from core.errors import SpecError
+    from core.problem.load import ProblemInvalid, load_problem
+    from core.solution.io import parse_solution
+
+    bad_config = tmp_path / "fleet.toml"
+    bad_config.write_text("[fleet]\ntuner_agents = 'two'\n")
+    with pytest.raises(SpecError) as config_error:
+        load_config(bad_config)
+    assert str(config_error.value) == f"{bad_config}: fleet.tuner_agents: must be an integer >= 0, got 'two'"
+    assert (config_error.value.file, config_error.value.field) == (str(bad_config), "fleet.tuner_agents")
+
+    problem = tmp_path / "p"
+    problem.mkdir()
+    (problem / "definition.json").write_text('{"name": "p", "axes": {}, "inputs": {}, "outputs": {}, '
+                                             '"reference": 3}')
+    (problem / "workload.jsonl").write_text("")
+    with pytest.raises(ProblemInvalid) as problem_error:  # every fault of the folder, each a SpecError
+        load_problem(problem)
+    (fault,) = problem_error.value.errors
+    assert isinstance(fault, SpecError)
+    assert str(fault) == f"{problem / 'definition.json'}: reference: expected a non-empty string, got 3"
+
+    with pytest.raises(SpecError) as solution_error:
+        parse_solution({"name": "s", "definition": "p", "author": "a", "sources": []}, "s.json")
+    assert str(solution_error.value).startswith("s.json: spec: ")
+    missing = tmp_path / "none.toml"
+    with pytest.raises(SpecError, match=rf"^{missing}: no such file$"):
+        load_config(missing)

@@ -1,11 +1,12 @@
 """``kernelfleet eval PROBLEM_DIR --solution SOLUTION.json``: build a solution, evaluate it on a problem's workloads
 in isolated worker processes, and report per workload its status, time, spread, baseline T_b, speedup, speed of
-light T_sol and SOL score (a rich table, or SOL-ExecBench-shaped JSON traces with ``--json``).
+light T_sol and SOL score (a rich table, or SOL-ExecBench JSON traces with ``--json``; ``-o FILE`` writes the traces
+to a file as upstream's CLI does).
 
 Order of work: validate the inputs (exit 2 on a bad file or argument), build (a compile error is reported without
 starting any worker), start the pool, get T_b per workload from the judge (measured once per GPU model, cached on
-disk), compute T_sol from ``core.roofline`` so that a time under it is rejected, evaluate, print. Exit 0 only when
-every evaluated workload PASSED.
+disk), compute T_sol from ``core.roofline`` so that a time under it is rejected, evaluate every requested workload (10
+correctness rounds, as upstream), print. Exit 0 only when every evaluated workload PASSED.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from core.problem.schema import Problem
 from core.roofline.problem_sol import SolModel
 
 QUICK_TIMING = dict(warmup_calls=1, min_calls=5, max_calls=40, target_seconds=0.01, device_check_calls=3)
+UPSTREAM_ROUNDS = 10  # SOL-ExecBench's eval driver checks correctness on 10 rounds of fresh inputs
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -53,9 +55,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--workloads", default=None, metavar="I,J",
                         help="workload indices in workload.jsonl order, from 0; ranges such as 2-4 too (default: all)")
     parser.add_argument("--json", action="store_true",
-                        help="print one SOL-ExecBench-shaped trace per workload (JSON lines) instead of a table")
-    parser.add_argument("--rounds", type=int, default=5, metavar="N",
-                        help="correctness rounds of fresh inputs per workload (default 5)")
+                        help="print one SOL-ExecBench trace per workload (JSON lines) instead of a table")
+    parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                        help="also write the traces to FILE, one JSON line per requested workload (as sol-execbench "
+                             "-o does)")
+    parser.add_argument("--rounds", type=int, default=UPSTREAM_ROUNDS, metavar="N",
+                        help=f"correctness rounds of fresh inputs per workload (default {UPSTREAM_ROUNDS}, as "
+                             "SOL-ExecBench)")
     parser.add_argument("--no-baseline", action="store_true", help="skip T_b (and with it speedup and SOL score)")
     parser.add_argument("--compile-timeout", type=float, default=120.0, metavar="S",
                         help="longest torch.compile of the reference for T_b before eager is used instead "
@@ -126,8 +132,23 @@ def _load_inputs(args: argparse.Namespace):
         raise InputFault(str(exc)) from None
     if args.rounds < 1:
         raise InputFault(f"--rounds: must be at least 1, got {args.rounds}")
+    if args.output is not None:
+        check_output_path(args.output)
     indices = parse_workloads(args.workloads, problem)
     return problem, solution, indices
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse an ``-o`` path that cannot become a file before any work is done."""
+    if path.is_dir():
+        raise InputFault(f"-o {path}: is a directory")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputFault(f"-o {path}: {parent} is not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InputFault(f"-o {path}: {parent} is not writable")
+            return
 
 
 def _pick_device(requested: str | None) -> str:
@@ -197,12 +218,28 @@ def run_eval(args: argparse.Namespace) -> int:
     except InputFault as fault:
         err.print(f"error: {fault}", markup=False, soft_wrap=True)
         return 2
+    records = traces(outcome) if args.json or args.output is not None else []
+    if args.output is not None:
+        try:
+            write_traces(args.output, records)
+        except OSError as exc:
+            err.print(f"error: -o {args.output}: {exc.strerror or exc}", markup=False, soft_wrap=True)
+            return 2
+        err.print(f"wrote {len(records)} traces to {args.output}", markup=False, soft_wrap=True)
     if args.json:
-        for trace in traces(outcome):
+        for trace in records:
             print(json.dumps(trace, allow_nan=False))
     else:
         _print_report(outcome)
     return 0 if outcome.verdict.status.value == "PASSED" else 1
+
+
+def write_traces(path: Path, records: list[dict[str, Any]]) -> None:
+    """The traces as upstream's CLI writes ``-o``: one JSON object per line, the file replaced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as out:
+        for trace in records:
+            out.write(json.dumps(trace, allow_nan=False) + "\n")
 
 
 async def _evaluate(args, problem: Problem, solution, indices: list[int], device: str, err: Console) -> Outcome:
@@ -243,8 +280,41 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
             outcome.sol = await evaluator.speed_of_light(problem, indices)
         with err.status(f"evaluating on {device}", spinner="dots"):
             life = AttemptLife(None, evaluator, EvaluationPolicy(args.rounds, policy, blob_roots))
-            outcome.verdict = (await life.evaluate(problem, solution, tuple(indices), prepared=prepared)).verdict
+            outcome.verdict = await evaluate_every_workload(life, problem, solution, indices, prepared)
     return outcome
+
+
+# What the candidate process answers when importing the solution fails (core.evaluate.worker.CandidateHarness
+# ._load): a property of the solution, the same for every workload.
+_LOAD_FAILURES = (("RUNTIME_ERROR", "could not load the solution"), ("REWARD_HACK", "importing the solution replaced"))
+
+
+async def evaluate_every_workload(life, problem: Problem, solution, indices: list[int], prepared):
+    """A verdict on every requested workload. The pool ends a job at a crash or a timeout (the process is replaced),
+    so the workloads after it are submitted again; when the solution cannot be imported at all, that result is every
+    workload's."""
+    from core.evaluate.verdict import Verdict, overall as overall_status
+
+    found: dict[int, Any] = {}
+    protections: tuple[str, ...] = ()
+    seconds = 0.0
+    remaining = list(indices)
+    while remaining:
+        verdict = (await life.evaluate(problem, solution, tuple(remaining), prepared=prepared)).verdict
+        protections = protections or verdict.protections
+        seconds += verdict.seconds
+        new = [w for w in verdict.workloads if w.index in remaining and w.index not in found]
+        if not new:
+            break
+        found.update((w.index, w) for w in new)
+        first = new[0]
+        if len(new) == 1 and first.index == remaining[0] and any(
+                first.status.value == status and first.reason.startswith(prefix) for status, prefix in _LOAD_FAILURES):
+            found.update((i, replace(first, index=i)) for i in remaining if i not in found)
+        remaining = [i for i in remaining if i not in found]
+    workloads = tuple(found[i] for i in indices if i in found)
+    status, reason = overall_status(workloads)
+    return Verdict(status, reason, workloads, protections, seconds)
 
 
 def _device_label(device: str, gpu_name: str) -> str:
@@ -371,7 +441,7 @@ def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
 
 
 def traces(outcome: Outcome) -> list[dict[str, Any]]:
-    """One SOL-ExecBench-shaped trace per evaluated workload (``core.evaluate.trace.Trace``), as JSON-ready dicts."""
+    """One SOL-ExecBench trace per requested workload (``core.evaluate.trace.Trace``), as JSON-ready dicts."""
     import torch
 
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -235,11 +235,16 @@ class EvaluationPool:
             return tb.from_reply(problem, index, reply)
 
         results = {index: await measure(index) for index in indices}
-        # Out of line with a larger workload: measured again, uncached; still out of line: not trusted.
+        # Out of line with a larger workload: measured again; still out of line: not trusted, and not kept.
         for index in sanity.inversions(problem, list(results.values())):
             results[index] = await measure(index, forget=True)
         for index, why in sanity.inversions(problem, list(results.values())).items():
             results[index] = sanity.distrusted(results[index], why)
+            forget = {**tb.request_for(problem, index, timing=timing, blob_roots=blob_roots), "op": "baseline_forget"}
+            try:
+                await slot.baseliner().request(forget, self.load_timeout_s)
+            except WorkerGone:
+                pass  # a replaced process; the entry is dropped when the workload is measured again
         return [results[index] for index in indices]
 
     async def _baseline_apart(self, slot: _DeviceSlot, request, compile_timeout_s: float,

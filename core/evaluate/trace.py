@@ -1,16 +1,18 @@
 """Typed records of an evaluation for people and files: per workload its status, time, T_b, speedup, T_sol and
 SOL (``WorkloadResult``), the solution's overall figures (``core.roofline.sol.overall_figures``, the one formula
-the store uses too), and SOL-ExecBench-shaped traces (``Trace``). ``kernelfleet eval`` prints these."""
+the store uses too), and SOL-ExecBench traces that upstream's pydantic ``Trace`` model accepts (``Trace``).
+``kernelfleet eval`` prints these."""
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.evaluate.verdict import ErrorStats, Verdict
-from core.problem.schema import Problem
+from core.problem.schema import Problem, Workload
 from core.roofline.problem_sol import SolModel
 from core.roofline.sol import SolScoreError, overall_figures, sol_score
 
@@ -95,12 +97,28 @@ def overall(results: Sequence[WorkloadResult]) -> Overall:
                    sol)
 
 
-# ---------------------------------------------------------------- SOL-ExecBench-shaped traces
+# ---------------------------------------------------------------- SOL-ExecBench traces
+
+# Upstream's EvaluationStatus values; a trace carries one of these, kernelfleet's own status sits in "kernelfleet".
+UPSTREAM_STATUSES = ("PASSED", "INVALID_REFERENCE", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE",
+                     "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT", "REWARD_HACK")
+_TO_UPSTREAM = {
+    "UNAVAILABLE": "RUNTIME_ERROR",  # its inputs cannot be built here: upstream's failed safetensors load
+    "REJECTED": "REWARD_HACK",  # refused by the run's reviewer as breaking the rules
+    NOT_RUN: "RUNTIME_ERROR",
+}
+
+
+def upstream_status(status: str) -> str:
+    """The SOL-ExecBench status a trace reports for one of kernelfleet's (``Status`` values and NOT_RUN)."""
+    if status in UPSTREAM_STATUSES:
+        return status
+    return _TO_UPSTREAM.get(status, "RUNTIME_ERROR")
 
 
 @dataclass(frozen=True)
 class TraceEvaluation:
-    status: str
+    status: str  # one of UPSTREAM_STATUSES
     log: str
     environment: dict[str, Any]
     timestamp: str
@@ -108,19 +126,14 @@ class TraceEvaluation:
     performance: dict[str, Any] | None = None  # PASSED only
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"status": self.status, "log": self.log, "environment": self.environment,
-                                "timestamp": self.timestamp}
-        if self.correctness is not None:
-            data["correctness"] = self.correctness
-        if self.performance is not None:
-            data["performance"] = self.performance
-        return data
+        return {"status": self.status, "environment": self.environment, "timestamp": self.timestamp,
+                "log": self.log, "correctness": self.correctness, "performance": self.performance}
 
 
 @dataclass(frozen=True)
 class Trace:
-    """One workload's trace: upstream's fields (definition, workload, solution, evaluation), and kernelfleet's own
-    under ``kernelfleet``."""
+    """One workload's trace: upstream's fields (definition, workload, solution, evaluation) as its ``Trace`` model
+    dumps them, and kernelfleet's own under ``kernelfleet`` (a field upstream's model ignores)."""
 
     definition: str
     workload: dict[str, Any]
@@ -129,46 +142,61 @@ class Trace:
     kernelfleet: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: non-finite numbers as the strings upstream writes ("Infinity", "-Infinity", "NaN")."""
-        return _finite({"definition": self.definition, "workload": self.workload, "solution": self.solution,
-                        "evaluation": self.evaluation.to_dict(), "kernelfleet": self.kernelfleet})
+        """JSON-ready with ``allow_nan=False``: upstream's fields hold finite numbers, kernelfleet's null for a
+        non-finite one."""
+        return {"definition": self.definition, "workload": self.workload, "solution": self.solution,
+                "evaluation": self.evaluation.to_dict(), "kernelfleet": _finite_or_null(self.kernelfleet)}
 
 
 def traces(problem: Problem, solution_name: str, results: Sequence[WorkloadResult], *, device: str,
            device_name: str, protections: Sequence[str], sol: SolModel, libs: Mapping[str, str],
            timestamp: str) -> list[Trace]:
-    """One trace per evaluated workload (NOT_RUN ones have none)."""
+    """One trace per result, in order: every requested workload, the ones never evaluated too (RUNTIME_ERROR)."""
     environment = {"hardware": device_name or device, "libs": dict(libs)}
-    found = []
-    for r in results:
-        if r.status == NOT_RUN:
-            continue
-        workload = problem.workloads[r.index]
-        correctness = None if r.errors is None else {
-            "max_relative_error": r.errors.max_rel_error, "max_absolute_error": r.errors.max_abs_error,
-            "matched_ratio": r.errors.matched_ratio, "extra": {"worst_output": r.errors.output}}
-        performance = None
-        if r.passed and r.time_ms is not None:
-            performance = {"latency_ms": r.time_ms}
-            if r.t_b_ms is not None:
-                performance.update(reference_latency_ms=r.t_b_ms, speedup_factor=r.speedup)
-        baseline = r.baseline
-        found.append(Trace(
-            problem.name,
-            {"uuid": workload.uuid, "axes": dict(workload.axes),
-             "inputs": {n: _input_json(s) for n, s in workload.inputs.items()}},
-            solution_name,
-            TraceEvaluation(r.status, r.reason, environment, timestamp, correctness, performance),
-            {"workload_index": r.index, "device": device, "latency_ms": r.time_ms, "spread": r.spread,
-             "timing_calls": r.calls, "timing_method": r.timing_method, "t_sol_ms": r.t_sol_ms,
-             "t_sol_note": sol.note(r.index) if r.t_sol_ms is None else "", "sol_score": r.sol,
-             "sol_score_note": r.sol_note,
-             "baseline": None if baseline is None else {
-                 "t_b_ms": baseline.baseline_ms, "method": baseline.method, "eager_ms": baseline.eager_ms,
-                 "compiled_ms": baseline.compiled_ms, "compile_reason": baseline.compile_reason,
-                 "error": baseline.error, "cached": baseline.cached},
-             "protections": list(protections)}))
-    return found
+    return [_trace(problem, solution_name, r, environment, device, protections, sol, timestamp) for r in results]
+
+
+def _trace(problem: Problem, solution_name: str, r: WorkloadResult, environment: dict[str, Any], device: str,
+           protections: Sequence[str], sol: SolModel, timestamp: str) -> Trace:
+    status = upstream_status(r.status)
+    log = r.reason if status == r.status else f"{r.status}: {r.reason}".rstrip(": ")
+    correctness = _correctness(r.errors) if status in ("PASSED", "INCORRECT_NUMERICAL") else None
+    performance = None
+    if status == "PASSED":  # upstream's defaults (0) where a figure is missing, as with benchmark_reference off
+        performance = {"latency_ms": _number(r.time_ms), "reference_latency_ms": _number(r.t_b_ms),
+                       "speedup_factor": _number(r.speedup)}
+    baseline = r.baseline
+    return Trace(
+        problem.name, workload_json(problem.workloads[r.index]), solution_name,
+        TraceEvaluation(status, log, environment, timestamp, correctness, performance),
+        {"status": r.status, "workload_index": r.index, "device": device, "latency_ms": r.time_ms,
+         "spread": r.spread, "timing_calls": r.calls, "timing_method": r.timing_method,
+         "matched_ratio": r.errors.matched_ratio if correctness is not None and r.errors is not None else None,
+         "t_sol_ms": r.t_sol_ms, "t_sol_note": sol.note(r.index) if r.t_sol_ms is None else "",
+         "sol_score": r.sol, "sol_score_note": r.sol_note,
+         "baseline": None if baseline is None else {
+             "t_b_ms": baseline.baseline_ms, "method": baseline.method, "eager_ms": baseline.eager_ms,
+             "compiled_ms": baseline.compiled_ms, "compile_reason": baseline.compile_reason,
+             "error": baseline.error, "cached": baseline.cached},
+         "protections": list(protections)})
+
+
+def _correctness(errors: ErrorStats | None) -> dict[str, Any]:
+    errors = errors or ErrorStats()
+    return {"max_relative_error": _number(errors.max_rel_error), "max_absolute_error": _number(errors.max_abs_error),
+            "has_nan": errors.has_nan, "has_inf": errors.has_inf,
+            "extra": {"matched_ratio": _number(errors.matched_ratio), "worst_output": errors.output}}
+
+
+def workload_json(workload: Workload) -> dict[str, Any]:
+    """A workload as upstream's ``Workload`` model dumps it, tolerance included."""
+    tolerance = workload.tolerance
+    return {"axes": dict(workload.axes), "inputs": {n: _input_json(s) for n, s in workload.inputs.items()},
+            "uuid": workload.uuid,
+            "tolerance": {"max_atol": tolerance.max_atol, "max_rtol": tolerance.max_rtol,
+                          "required_matched_ratio": tolerance.required_matched_ratio,
+                          "max_error_cap": tolerance.max_error_cap,
+                          "allow_negative_inf": tolerance.allow_negative_inf}}
 
 
 def _input_json(source) -> dict[str, Any]:
@@ -180,11 +208,19 @@ def _input_json(source) -> dict[str, Any]:
     return data
 
 
-def _finite(value: Any) -> Any:
+def _number(value: float | None) -> float:
+    """A non-negative finite number for one of upstream's metric fields (which default to 0 and refuse null): an
+    overflowed error is the largest float."""
+    if value is None or math.isnan(value):
+        return 0.0
+    return min(max(float(value), 0.0), sys.float_info.max)
+
+
+def _finite_or_null(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: _finite_or_null(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [_finite_or_null(v) for v in value]
     return value

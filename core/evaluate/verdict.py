@@ -23,12 +23,15 @@ class Status(str, Enum):
 
 @dataclass(frozen=True)
 class ErrorStats:
-    """The worst comparison over all rounds and outputs of a workload."""
+    """The worst comparison over all rounds and outputs of a workload. As upstream reports them, the errors are 0 when
+    a NaN or Inf decided the comparison, and ``has_nan`` or ``has_inf`` says which (NaN when both)."""
 
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     matched_ratio: float = 1.0
     output: str = ""  # which output the worst figures belong to
+    has_nan: bool = False
+    has_inf: bool = False
 
 
 @dataclass(frozen=True)

@@ -434,7 +434,8 @@ class Judge:
             return self._reference(request)
         if op == "check":
             return self._check(request)
-        if op in ("baseline", "baseline_lookup", "baseline_inputs", "baseline_prepare", "baseline_time"):
+        if op in ("baseline", "baseline_lookup", "baseline_forget", "baseline_inputs", "baseline_prepare",
+                  "baseline_time"):
             from core.evaluate.baseline import handle_request
 
             return handle_request(self, request)
@@ -520,7 +521,8 @@ class Judge:
 
 def _stats(stats) -> dict[str, Any]:
     return {"max_abs_error": stats.max_abs_error, "max_rel_error": stats.max_rel_error,
-            "matched_ratio": stats.matched_ratio, "output": stats.output}
+            "matched_ratio": stats.matched_ratio, "output": stats.output, "has_nan": stats.has_nan,
+            "has_inf": stats.has_inf}
 
 
 if __name__ == "__main__":

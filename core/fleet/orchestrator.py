@@ -174,7 +174,7 @@ class Fleet:
         self.timing = QUICK_TIMING if self.config.evaluation.timing == "quick" else TimingPolicy()
         for problem in loaded.problems:
             key = f"{problem.subset}/{problem.name}"
-            op = problem.definition.op_type if hasattr(problem.definition, "op_type") else ""
+            op = problem.definition.op_type
             problem_id = self.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
             self.problems[problem_id] = problem
             self._keys[problem_id] = key

@@ -99,7 +99,7 @@ def _load_blob(definition: Definition, workload: Workload, spec: TensorSpec, dev
 def _random_value(definition: Definition, spec: TensorSpec, axes: dict[str, int], device: torch.device) -> Any:
     """A random input as SOL-ExecBench generates it (see core.problem.input_rules); a Python scalar for shape None."""
     shape = definition.shape_of(spec, axes)
-    rule = rule_for(spec.name, shape, spec.dtype, spec.description, getattr(definition, "op_type", None))
+    rule = rule_for(spec.name, shape, spec.dtype, spec.description, definition.op_type)
     if shape is None:
         return generate(rule, (), spec.dtype, device).item()
     return generate(rule, shape, spec.dtype, device)

@@ -74,11 +74,11 @@ class InputSource:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Upstream correctness bounds; the defaults are SOL-ExecBench's."""
+    """Upstream correctness bounds; the defaults are SOL-ExecBench's (``ToleranceSpec``)."""
 
     max_atol: float = 1e-2
     max_rtol: float = 1e-2
-    required_matched_ratio: float = 1.0
+    required_matched_ratio: float = 0.99
     max_error_cap: float | None = None
     allow_negative_inf: bool = False
 
@@ -113,6 +113,7 @@ class Definition:
     reference: str
     custom_inputs_entrypoint: str | None = None
     hf_id: str | None = None
+    op_type: str | None = None  # e.g. "sampling": upstream's input generator reads it (core.problem.input_rules)
 
     def shape_of(self, spec: TensorSpec, axes: Mapping[str, int]) -> tuple[int, ...] | None:
         if spec.shape is None:

@@ -1,6 +1,7 @@
 """`kernelfleet eval` as a user runs it: real subprocesses of `python -m cli.main eval ...`, their output and exit
 status. CPU only (the GPU test is marked); every run uses a private cache folder and a short timing policy."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -110,13 +111,18 @@ def test_second_run_reports_cached_baseline_and_json_traces(first_run, cache_dir
         assert evaluation["status"] == "PASSED" and evaluation["log"] == ""
         assert evaluation["environment"]["hardware"] == "cpu" and evaluation["timestamp"]
         correctness = evaluation["correctness"]
-        assert {"max_absolute_error", "max_relative_error", "matched_ratio"} <= set(correctness)
-        assert correctness["matched_ratio"] == 1.0
+        assert {"max_absolute_error", "max_relative_error", "has_nan", "has_inf"} <= set(correctness)
+        assert correctness["extra"]["matched_ratio"] == 1.0 and correctness["has_nan"] is False
+        assert trace["workload"]["tolerance"] == {"max_atol": workload["tolerance"]["max_atol"],
+                                                  "max_rtol": workload["tolerance"]["max_rtol"],
+                                                  "required_matched_ratio": 0.99, "max_error_cap": None,
+                                                  "allow_negative_inf": False}
         performance = evaluation["performance"]
         assert performance["latency_ms"] > 0 and performance["reference_latency_ms"] > 0
         assert performance["speedup_factor"] == pytest.approx(
             performance["reference_latency_ms"] / performance["latency_ms"])
         ours = trace["kernelfleet"]
+        assert ours["status"] == "PASSED" and ours["matched_ratio"] == 1.0
         assert ours["t_sol_ms"] is None and ours["sol_score"] is None and "cpu" in ours["t_sol_note"]
         assert 0 <= ours["spread"] and ours["timing_method"] == "wall clock per call (cpu)"
         assert any("scrubbed" in p for p in ours["protections"])
@@ -144,8 +150,129 @@ def test_wrong_solution_json_has_correctness_but_no_performance(cache_dir, tmp_p
     (trace,) = [json.loads(line) for line in result.stdout.strip().splitlines()]
     evaluation = trace["evaluation"]
     assert evaluation["status"] == "INCORRECT_NUMERICAL" and "within atol" in evaluation["log"]
-    assert evaluation["correctness"]["max_absolute_error"] > 0.01 and "performance" not in evaluation
+    assert evaluation["correctness"]["max_absolute_error"] > 0.01 and evaluation["performance"] is None
     assert trace["kernelfleet"]["baseline"] is None
+
+
+# ---------------------------------------------------------------- traces upstream accepts, one per workload
+
+SOL_EXECBENCH = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench"))
+UPSTREAM_STATUSES = {"PASSED", "INVALID_REFERENCE", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE",
+                     "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT", "REWARD_HACK"}
+
+
+def upstream_trace_model():
+    """NVIDIA's pydantic ``Trace``, or None where SOL-ExecBench or pydantic is absent (the checks of shape below
+    still run)."""
+    src = SOL_EXECBENCH / "upstream" / "src"
+    if importlib.util.find_spec("pydantic") is None or not (src / "sol_execbench" / "core" / "data").is_dir():
+        return None
+    if str(src) not in sys.path:
+        sys.path.insert(0, str(src))
+    from sol_execbench.core.data.trace import Trace
+
+    return Trace
+
+
+def check_upstream_traces(lines: list[str], uuids: list[str]) -> list[dict]:
+    """Every line is strict JSON, a trace upstream's model accepts, one per requested workload in order."""
+    traces = [json.loads(line, parse_constant=lambda name: pytest.fail(f"non-standard JSON {name}")) for line in lines]
+    assert [t["workload"]["uuid"] for t in traces] == uuids
+    model = upstream_trace_model()
+    for trace in traces:
+        assert trace["evaluation"]["status"] in UPSTREAM_STATUSES
+        if model is not None:
+            parsed = model(**trace)
+            assert parsed.evaluation.status.value == trace["evaluation"]["status"]
+            assert parsed.workload.tolerance.max_atol == trace["workload"]["tolerance"]["max_atol"]
+    return traces
+
+
+def uuids_of(*indices: int) -> list[str]:
+    lines = (RMSNORM / "workload.jsonl").read_text().splitlines()
+    return [json.loads(lines[i])["uuid"] for i in indices]
+
+
+def test_output_file_holds_the_traces_json_prints(cache_dir, honest_path, tmp_path):
+    out = tmp_path / "new" / "traces.jsonl"
+    result = cpu_eval(cache_dir, honest_path, "--workloads", "1,0", "--no-baseline", "--json", "-o", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = out.read_text().splitlines()
+    assert f"wrote 2 traces to {out}" in result.stderr
+    traces = check_upstream_traces(written, uuids_of(1, 0))
+    assert [t["evaluation"]["status"] for t in traces] == ["PASSED", "PASSED"]
+    assert [json.loads(line)["workload"] for line in result.stdout.strip().splitlines()] == \
+        [t["workload"] for t in traces]
+    performance = traces[0]["evaluation"]["performance"]
+    assert performance["latency_ms"] > 0 and performance["reference_latency_ms"] == 0.0  # no T_b: upstream's 0
+    assert traces[0]["evaluation"]["correctness"]["has_inf"] is False
+
+
+CRASHES_ON_7_TOKENS = HONEST.replace("    x = hidden_states.float()", """    if hidden_states.shape[0] == 7:
+        import os
+        os._exit(3)
+    x = hidden_states.float()""")
+
+
+def test_a_crash_on_one_workload_still_evaluates_the_others(cache_dir, tmp_path):
+    path = write(tmp_path / "crash.json", solution(CRASHES_ON_7_TOKENS, name="crashes"))
+    out = tmp_path / "traces.jsonl"
+    result = cpu_eval(cache_dir, path, "--workloads", "0,1", "--no-baseline", "--rounds", "2", "-o", out)
+    assert result.returncode == 1, result.stdout + result.stderr
+    crashed, passed = check_upstream_traces(out.read_text().splitlines(), uuids_of(0, 1))
+    assert crashed["evaluation"]["status"] == "RUNTIME_ERROR" and crashed["evaluation"]["correctness"] is None
+    assert passed["evaluation"]["status"] == "PASSED", passed["evaluation"]["log"]
+
+
+def test_a_solution_that_cannot_load_has_a_trace_per_workload(cache_dir, tmp_path):
+    path = write(tmp_path / "noimport.json", solution("import not_a_module\n" + HONEST, name="noimport"))
+    out = tmp_path / "traces.jsonl"
+    result = cpu_eval(cache_dir, path, "--workloads", "0-2", "--no-baseline", "-o", out)
+    assert result.returncode == 1, result.stdout + result.stderr
+    traces = check_upstream_traces(out.read_text().splitlines(), uuids_of(0, 1, 2))
+    for trace in traces:
+        assert trace["evaluation"]["status"] == "RUNTIME_ERROR"
+        assert "could not load the solution" in trace["evaluation"]["log"]
+        assert "not_a_module" in trace["evaluation"]["log"]
+
+
+def test_output_path_that_is_a_directory_is_a_clear_error(cache_dir, honest_path, tmp_path):
+    result = cpu_eval(cache_dir, honest_path, "-o", tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"error: -o {tmp_path}: is a directory"
+
+
+def test_eval_checks_ten_rounds_by_default_as_upstream():
+    from cli.main import build_parser
+
+    args = build_parser().parse_args(["eval", str(RMSNORM), "--solution", "s.json"])
+    assert args.rounds == 10 and args.output is None
+    assert build_parser().parse_args(["eval", str(RMSNORM), "--solution", "s.json", "--output", "t"]).output == \
+        Path("t")
+
+
+def test_traces_of_nan_outputs_and_unavailable_workloads_are_upstream_shaped():
+    """has_nan set and errors 0 for a NaN; a workload kernelfleet could not build is upstream's RUNTIME_ERROR."""
+    from cli import eval_cmd
+    from core.evaluate import ErrorStats, Status, Timing, Verdict, WorkloadVerdict
+    from core.problem import load_problem
+    from core.solution.io import parse_solution
+
+    problem = load_problem(RMSNORM)
+    verdict = Verdict(Status.INCORRECT_NUMERICAL, "workload 0: output: 3 output elements are NaN", (
+        WorkloadVerdict(0, Status.INCORRECT_NUMERICAL, "output: 3 output elements are NaN",
+                        ErrorStats(0.0, 0.0, 0.99, "output", has_nan=True), Timing(0.01, 0.01, 10, "wall clock")),
+        WorkloadVerdict(1, Status.UNAVAILABLE, "safetensors blob x.safetensors not found"),
+    ))
+    outcome = eval_cmd.Outcome(problem, parse_solution(solution()), [0, 1], "cpu", verdict, device_name="cpu")
+    lines = [json.dumps(t, allow_nan=False) for t in eval_cmd.traces(outcome)]
+    nan, unavailable = check_upstream_traces(lines, uuids_of(0, 1))
+    assert nan["evaluation"]["correctness"] == {
+        "max_relative_error": 0.0, "max_absolute_error": 0.0, "has_nan": True, "has_inf": False,
+        "extra": {"matched_ratio": 0.99, "worst_output": "output"}}
+    assert unavailable["evaluation"]["status"] == "RUNTIME_ERROR"
+    assert unavailable["evaluation"]["log"] == "UNAVAILABLE: safetensors blob x.safetensors not found"
+    assert unavailable["kernelfleet"]["status"] == "UNAVAILABLE"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"), reason="needs nvcc")
@@ -162,7 +289,7 @@ def test_cuda_syntax_error_is_compile_error_with_file_and_line(cache_dir, tmp_pa
     json_run = kernelfleet(cache_dir, "eval", RMSNORM, "--solution", path, "--workloads", "0", "--json")
     (trace,) = [json.loads(line) for line in json_run.stdout.strip().splitlines()]
     assert trace["evaluation"]["status"] == "COMPILE_ERROR" and "rmsnorm.cu:5: error:" in trace["evaluation"]["log"]
-    assert "correctness" not in trace["evaluation"] and "performance" not in trace["evaluation"]
+    assert trace["evaluation"]["correctness"] is None and trace["evaluation"]["performance"] is None
 
 
 def test_malformed_solution_is_one_error_line_naming_file_and_field(cache_dir, tmp_path):
@@ -239,7 +366,8 @@ def test_speed_of_light_for_a_known_gpu_is_enforced_and_scored():
 
 
 def test_table_and_traces_with_t_sol_and_sol_score():
-    """The GPU-shaped report, from a made-up outcome: every column filled, non-finite numbers as JSON strings."""
+    """The GPU-shaped report, from a made-up outcome: every column filled; traces for every requested workload, with
+    finite numbers where upstream's model wants numbers."""
     import io
 
     from rich.console import Console
@@ -281,10 +409,14 @@ def test_table_and_traces_with_t_sol_and_sol_score():
     assert "1: INCORRECT_NUMERICAL: output: 3 elements are NaN" in text
 
     traces = eval_cmd.traces(outcome)
-    assert len(traces) == 2  # workload 2 was not run: no trace
+    assert len(traces) == 3  # workload 2 was never reached: a trace all the same, in upstream's status set
     bad = json.loads(json.dumps(traces[1], allow_nan=False))
-    assert bad["evaluation"]["correctness"]["max_absolute_error"] == "Infinity"
-    assert "performance" not in bad["evaluation"] and bad["kernelfleet"]["latency_ms"] == 0.004
+    assert bad["evaluation"]["correctness"]["max_absolute_error"] == sys.float_info.max
+    assert bad["evaluation"]["performance"] is None and bad["kernelfleet"]["latency_ms"] == 0.004
+    not_run = traces[2]
+    assert not_run["evaluation"]["status"] == "RUNTIME_ERROR" and not_run["kernelfleet"]["status"] == "NOT_RUN"
+    assert not_run["evaluation"]["log"] == "NOT_RUN: the evaluation stopped after workload 1"
+    assert not_run["evaluation"]["correctness"] is None
     good = traces[0]
     assert good["evaluation"]["performance"] == {"latency_ms": 0.0031, "reference_latency_ms": 0.0062,
                                                  "speedup_factor": pytest.approx(2.0)}

@@ -299,3 +299,18 @@ def test_python_scalars_have_upstreams_distribution(tmp_path, upstream):
         theirs = torch.tensor([float(d[1][name]) for d in draws])
         assert type(draws[0][0][name]) is type(draws[0][1][name]), name
         assert ks_statistic(ours, theirs) < ks_critical(300, 300), name
+
+
+def test_a_sampling_definitions_probs_are_a_distribution(tmp_path):
+    """op_type is read from definition.json (as upstream reads it) and selects the sampling rule for ``probs``."""
+    inputs = {"probs": (["s", "h"], "float32", ""), "x": (["s", "h"], "float32", "")}
+    folder = tmp_path / "sampling"
+    folder.mkdir()
+    (folder / "definition.json").write_text(json.dumps({**_definition(inputs), "op_type": "sampling"}))
+    (folder / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {"s": S},
+                                                       "inputs": {n: {"type": "random"} for n in inputs}}) + "\n")
+    problem = load_problem(folder)
+    assert problem.definition.op_type == "sampling"
+    made = make_inputs(problem, problem.workloads[0], "cpu", seed=3)
+    assert torch.allclose(made["probs"].sum(-1), torch.ones(S), atol=1e-5) and (made["probs"] >= 0).all()
+    assert (made["x"] < 0).any()  # x is a plain normal

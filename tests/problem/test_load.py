@@ -18,19 +18,23 @@ def test_valid_problem_loads_with_resolved_axes(make_problem):
     assert problem.smallest_runnable_workload().index == 0
 
 
-def test_tolerance_defaults_and_both_ratio_spellings(make_problem):
+def test_tolerance_defaults_and_fields_as_upstream_reads_them(make_problem):
     def tolerances(ws):
         ws[0].pop("tolerance")
-        ws[1]["tolerance"] = {"max_atol": 0.1, "max_rtol": 0.2, "required_match_ratio": 0.9, "max_error_cap": 1.5,
+        ws[1]["tolerance"] = {"max_atol": 0.1, "max_rtol": 0.2, "required_matched_ratio": 0.9, "max_error_cap": 1.5,
                               "allow_negative_inf": True}
-        ws[2]["tolerance"] = {"required_matched_ratio": 0.95}
+        # upstream's ToleranceSpec has no field "required_match_ratio": the misspelt key changes nothing
+        ws[2]["tolerance"] = {"max_atol": 0.05, "required_match_ratio": 0.5}
 
-    w0, w1, w2 = load_problem(make_problem(mutate_workloads=tolerances)).workloads
-    assert (w0.tolerance.max_atol, w0.tolerance.max_rtol, w0.tolerance.required_matched_ratio) == (1e-2, 1e-2, 1.0)
+    problem = load_problem(make_problem(mutate_workloads=tolerances))
+    w0, w1, w2 = problem.workloads
+    assert (w0.tolerance.max_atol, w0.tolerance.max_rtol, w0.tolerance.required_matched_ratio) == (1e-2, 1e-2, 0.99)
     assert w0.tolerance.max_error_cap is None and w0.tolerance.allow_negative_inf is False
     assert (w1.tolerance.max_atol, w1.tolerance.required_matched_ratio, w1.tolerance.max_error_cap) == (0.1, 0.9, 1.5)
     assert w1.tolerance.allow_negative_inf is True
-    assert w2.tolerance.required_matched_ratio == 0.95
+    assert (w2.tolerance.max_atol, w2.tolerance.required_matched_ratio) == (0.05, 0.99)
+    assert any("tolerance.required_match_ratio: not read by SOL-ExecBench (the field is required_matched_ratio)"
+               in warning for warning in problem.warnings), problem.warnings
 
 
 def test_literal_sizes_in_shapes(make_problem):

@@ -5,9 +5,10 @@ For each problem and each workload in its workload.jsonl: inputs from core.probl
 (poisoned so that an element the seed never writes cannot pass), the seed prepared (nvcc), materialized and
 loaded like an evaluation worker does, called as run(inputs..., outputs...), synchronized, and compared the
 SOL-ExecBench way: an element matches when |out - ref| <= max_atol + max_rtol * |ref| (in float32; fp8 outputs
-upcast; integer outputs must be exact); at least required_matched_ratio of the elements must match; NaN/Inf
-only where the reference has the same; no |out - ref| over max_error_cap when one is set. The seed must also
-leave its inputs unchanged.
+upcast; integer outputs must be exact, stricter than upstream); at least required_matched_ratio of the elements
+must match; any NaN/Inf in either fails (as upstream: even the same value in both), except positions where both
+are -inf when the workload sets allow_negative_inf; no |out - ref| over max_error_cap when one is set. The seed
+must also leave its inputs unchanged.
 
 The time of each seed on its largest workload (CUDA events around 20 calls after 3 warm-ups, Python launch
 overhead included) is printed at the end of the session: informational only.
@@ -139,7 +140,7 @@ def _compare(name, out, ref, tol):
         return None
     o, r = out.float(), ref.float()
     o_fin, r_fin = torch.isfinite(o), torch.isfinite(r)
-    same_nonfinite = ~o_fin & ~r_fin & ((o == r) | (torch.isnan(o) & torch.isnan(r)))
+    same_nonfinite = torch.isneginf(o) & torch.isneginf(r) if tol.allow_negative_inf else torch.zeros_like(o_fin)
     nonfinite_mismatch = (~o_fin | ~r_fin) & ~same_nonfinite
     both = o_fin & r_fin
     diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
@@ -152,7 +153,7 @@ def _compare(name, out, ref, tol):
     n_nonfinite = int(nonfinite_mismatch.sum())
     if n_nonfinite:
         i = int(nonfinite_mismatch.flatten().nonzero()[0])
-        return (f"{name}: {n_nonfinite} NaN/Inf elements where the reference differs; first at flat index {i} "
+        return (f"{name}: {n_nonfinite} NaN/Inf elements in the output or the reference; first at flat index {i} "
                 f"(out {o.flatten()[i].item()}, reference {r.flatten()[i].item()}); " + detail)
     if ratio < tol.required_matched_ratio:
         return detail

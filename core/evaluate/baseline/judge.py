@@ -31,8 +31,9 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
 
     Request (see ``request_for``): ``problem_dir``, ``blob_roots``, ``workload`` (index), ``timing`` (TimingPolicy
     fields, or None for the default), ``input_sets``, ``compile``, ``compile_timeout_s``, ``compile_skip_reason``,
-    ``compile_attempted``, ``use_cache``, ``forget`` (drop the cached entry, measure, and cache nothing: a figure
-    that failed ``sanity`` across workloads). A result that fails ``sanity``'s spread check is never cached. Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true``
+    ``compile_attempted``, ``use_cache``, ``forget`` (drop the cached entry before measuring again: a figure that
+    failed ``sanity`` across workloads). A result that fails ``sanity``'s spread check is never cached.
+    ``baseline_forget`` only drops the entry (a figure still out of line when measured again). Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true``
     when a compile was abandoned (its thread still runs), ``{"status": "error", "reason": ...}`` when the problem
     cannot be loaded, or a fatal reply when the device context broke.
     """
@@ -43,12 +44,12 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         pending, judge.pending_baseline = getattr(judge, "pending_baseline", None), None
         if pending is None:
             return {"status": "error", "reason": "no prepared baseline to time"}
-        prepared, cache_key, meta, policy, keep = pending
+        prepared, cache_key, meta, policy = pending
         try:
             result = time_prepared(prepared, judge.device, policy)
         except FatalDeviceError as exc:
             return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-        return _finished(result, cache_key, meta, keep)
+        return _finished(result, cache_key, meta)
 
     judge.pending_baseline = None
     made_before, judge.pending_inputs = getattr(judge, "pending_inputs", None), None
@@ -67,15 +68,16 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         cache_key = baseline_key(problem.path, name, torch.__version__)
     except OSError as exc:
         return {"status": "error", "reason": f"cannot read the problem files: {exc}"}
+    if op == "baseline_forget" or request.get("forget"):
+        BaselineCache().forget(cache_key, index)
+        if op == "baseline_forget":
+            return {"status": "ok"}
     if request.get("use_cache", True):
         found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
         if found is not None:
             return {"status": "ok", "baseline": found.to_dict()}
     if op == "baseline_lookup":
         return {"status": "miss"}
-    keep = not request.get("forget")
-    if not keep:
-        BaselineCache().forget(cache_key, index)
     meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
             "torch_version": torch.__version__}
     attempted = request.get("compile_attempted")
@@ -89,30 +91,30 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
                                           input_sets=input_sets, try_compile=try_compile,
                                           compile_attempted=options["compile_attempted"])
             if isinstance(inputs, WorkloadBaseline):
-                return _finished(inputs, cache_key, meta, keep)
+                return _finished(inputs, cache_key, meta)
             judge.pending_inputs = (cache_key, index, inputs)
             return {"status": "ready"}
         if op == "baseline_prepare":
             inputs = made_before[2] if made_before is not None and made_before[:2] == (cache_key, index) else None
             prepared, abandoned = prepare_workload(problem, index, judge.device, policy, inputs=inputs, **options)
             if isinstance(prepared, WorkloadBaseline):
-                return _finished(prepared, cache_key, meta, keep)
+                return _finished(prepared, cache_key, meta)
             if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process
                 return {"status": "ok", "abandoned": prepared.compile_reason, "restart": True}
-            judge.pending_baseline = (prepared, cache_key, meta, policy, keep)
+            judge.pending_baseline = (prepared, cache_key, meta, policy)
             return {"status": "ready"}
         result, abandoned = measure_workload(problem, index, judge.device, policy, **options)
     except FatalDeviceError as exc:
         return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-    reply = _finished(result, cache_key, meta, keep)
+    reply = _finished(result, cache_key, meta)
     if abandoned:
         reply["restart"] = True
     return reply
 
 
-def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], keep: bool = True) -> dict[str, Any]:
+def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any]) -> dict[str, Any]:
     result = distrusted(result, spread_problem(result))
-    if result.ok and keep:
+    if result.ok:
         BaselineCache().store(cache_key, result, meta)
     return {"status": "ok", "baseline": result.to_dict()}
 

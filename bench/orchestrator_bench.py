@@ -272,6 +272,9 @@ class SimulatedEvaluator:
     def _placement(self, gpu: int) -> Placement:
         return Placement(f"sim-{gpu // self.gpus_per_node}", gpu % self.gpus_per_node, DEVICE_MODEL)
 
+    def baselines_at_once(self) -> int:
+        return self.gpus
+
     def placements(self) -> list[Placement]:
         if self._placements is None:  # fixed for the run: built once
             self._placements = tuple(self._placement(gpu) for gpu in range(self.gpus))

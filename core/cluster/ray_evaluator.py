@@ -553,6 +553,10 @@ class RayEvaluator:
     def placements(self) -> list[Placement]:
         return [a.placement for a in sorted(self._live(), key=lambda a: (a.node, a.slot))]
 
+    def baselines_at_once(self) -> int:
+        """One per GPU: a T_b job holds its actor as a candidate job does."""
+        return max(1, len(self._live()))
+
     def workers(self) -> list[GpuActor]:
         """The GPU actors alive now (their Ray handles included), for tests and tools."""
         return sorted(self._live(), key=lambda a: (a.node, a.slot))

@@ -95,6 +95,10 @@ class Evaluator(Protocol):
         """Every device this evaluator can run on now."""
         ...
 
+    def baselines_at_once(self) -> int:
+        """How many problems' T_b it measures side by side (their torch.compile is CPU work apart from the devices)."""
+        ...
+
     def describe(self) -> list[str]:
         """Lines for the run's log at start: the confinement, the cores kept for timing, the nodes."""
         ...

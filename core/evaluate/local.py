@@ -56,6 +56,9 @@ class LocalEvaluator:
                 if self.device == "cuda" else "cpu"
         return self._device_model
 
+    def baselines_at_once(self) -> int:
+        return self.pool.baselines_at_once
+
     def placements(self) -> list[Placement]:
         if self.device != "cuda":
             return [Placement(self.node, None, "cpu")]

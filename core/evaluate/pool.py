@@ -52,9 +52,30 @@ class EvalJob:
     blob_roots: tuple[str, ...] = ()
 
 
+class _Baseliner:
+    """A judge-role process measuring T_b beside a device's judge, started at first need. A device has several: the
+    torch.compile of the reference (seconds to minutes of CPU) runs in each side by side, while the steps that hold
+    the device (inputs, timing) still take it one at a time."""
+
+    def __init__(self, slot: _DeviceSlot):
+        self.slot = slot
+        self.process: WorkerProcess | None = None
+        self.lock = anyio.Lock()
+
+    def worker(self) -> WorkerProcess:
+        if self.process is None:
+            self.process = self.slot._start("judge")
+        return self.process
+
+    def replace(self) -> None:
+        if self.process is not None:
+            self.process.close()
+        self.process = None
+
+
 class _DeviceSlot:
     def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool,
-                 timing_cores: frozenset[int] | None = None, keep: Sequence[Path] = ()):
+                 timing_cores: frozenset[int] | None = None, keep: Sequence[Path] = (), baseliners: int = 1):
         self.index, self.device, self.gpu, self.scratch_root, self.want_spare = index, device, gpu, scratch_root, spare
         self.timing_cores = timing_cores  # the candidate processes' own cores (core.evaluate.cores), or None
         self.keep = tuple(keep)
@@ -67,8 +88,7 @@ class _DeviceSlot:
         self.judge = self._start("judge")
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
-        self._baseliner: WorkerProcess | None = None  # a judge-role process for T_b, started at first need
-        self.baseliner_lock = anyio.Lock()
+        self.baseliners = [_Baseliner(self) for _ in range(max(1, baseliners))]
 
     def _start(self, role: str) -> WorkerProcess:
         if role != "candidate":
@@ -88,18 +108,8 @@ class _DeviceSlot:
         self.judge.close()
         self.judge = self._start("judge")
 
-    def baseliner(self) -> WorkerProcess:
-        if self._baseliner is None:
-            self._baseliner = self._start("judge")
-        return self._baseliner
-
-    def replace_baseliner(self) -> None:
-        if self._baseliner is not None:
-            self._baseliner.close()
-        self._baseliner = None
-
     def close(self) -> None:
-        for worker in (self.judge, self.candidate, self.spare, self._baseliner):
+        for worker in (self.judge, self.candidate, self.spare, *(b.process for b in self.baseliners)):
             if worker is not None:
                 worker.close()
         if self.exchange_memory is not None:
@@ -109,9 +119,10 @@ class _DeviceSlot:
 class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
                  workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True,
-                 readable: Sequence[str | Path] = ()):
+                 readable: Sequence[str | Path] = (), baseliners_per_device: int | None = None):
         """``readable``: folders the candidates must read besides the Python installation and the project (the
-        problems, the blobs), where the confinement hides the home folders."""
+        problems, the blobs), where the confinement hides the home folders. ``baseliners_per_device``: how many
+        T_b measurements each device makes side by side (None: ``baseliners_for``)."""
         self.device = device
         self.workload_timeout_s = workload_timeout_s
         self.load_timeout_s = load_timeout_s
@@ -124,9 +135,13 @@ class EvaluationPool:
             if keep_timing_cores and device.startswith("cuda") and hasattr(os, "sched_getaffinity") else None
         # This process and all it starts from now on (judges, builds, compile workers) leave the kept cores alone.
         self._cores_before = confine_process(self.core_plan.shared) if self.core_plan else None
+        shared = len(self.core_plan.shared) if self.core_plan else len(os.sched_getaffinity(0)) \
+            if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        per_device = baseliners_per_device or baseliners_for(device, len(ids), shared)
         self._slots = [_DeviceSlot(i, device, gpu, self._root, spare,
-                                   self.core_plan.timing[i] if self.core_plan else None, keep)
+                                   self.core_plan.timing[i] if self.core_plan else None, keep, per_device)
                        for i, gpu in enumerate(ids)]
+        self.baselines_at_once = per_device * len(self._slots)
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
@@ -214,8 +229,8 @@ class EvaluationPool:
         from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
-        slot = min(self._slots,
-                   key=lambda s: (s.baseliner_lock.locked(), self._gates.load(s.index), next(self._next)))
+        slot, helper = min(((s, b) for s in self._slots for b in s.baseliners),
+                           key=lambda sb: (sb[1].lock.locked(), self._gates.load(sb[0].index), next(self._next)))
 
         async def measure(index: int, forget: bool = False) -> tb.WorkloadBaseline:
             if problem.workloads[index].unavailable:
@@ -228,8 +243,8 @@ class EvaluationPool:
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
-                async with slot.baseliner_lock:
-                    reply = await self._baseline_apart(slot, request, compile_timeout_s, priority)
+                async with helper.lock:
+                    reply = await self._baseline_apart(slot, helper, request, compile_timeout_s, priority)
             else:
                 reply = await self._baseline_in_judge(slot, request, compile_timeout_s, priority)
             return tb.from_reply(problem, index, reply)
@@ -242,12 +257,12 @@ class EvaluationPool:
             results[index] = sanity.distrusted(results[index], why)
             forget = {**tb.request_for(problem, index, timing=timing, blob_roots=blob_roots), "op": "baseline_forget"}
             try:
-                await slot.baseliner().request(forget, self.load_timeout_s)
+                await helper.worker().request(forget, self.load_timeout_s)
             except WorkerGone:
                 pass  # a replaced process; the entry is dropped when the workload is measured again
         return [results[index] for index in indices]
 
-    async def _baseline_apart(self, slot: _DeviceSlot, request, compile_timeout_s: float,
+    async def _baseline_apart(self, slot: _DeviceSlot, helper: _Baseliner, request, compile_timeout_s: float,
                               priority: int) -> dict[str, Any]:
         """T_b from the slot's baseline process: a cache lookup, then, on a miss, three requests: the inputs and
         the eager reference's first run holding the device (GPU work that would disturb a candidate timed
@@ -258,7 +273,7 @@ class EvaluationPool:
         compile_failure = ""
         while True:
             message = request(compile_failure)
-            worker = slot.baseliner()
+            worker = helper.worker()
             try:
                 if not compile_failure:  # a cached T_b needs no GPU
                     cached = await worker.request({**message, "op": "baseline_lookup"}, self.load_timeout_s)
@@ -269,9 +284,9 @@ class EvaluationPool:
                     made = await worker.request({**message, "op": "baseline_inputs"},
                                                 tb.reply_timeout_s(0.0, self.workload_timeout_s))
             except WorkerGone as gone:
-                return _baseliner_lost(slot, gone)
+                return _baseliner_lost(helper, gone)
             if made.get("fatal"):
-                slot.replace_baseliner()
+                helper.replace()
             if made.get("status") != "ready":
                 return made  # from the cache, or a failure
             try:
@@ -280,11 +295,11 @@ class EvaluationPool:
             except WorkerGone as gone:
                 compile_failure = _lost_while_compiling(message, "the baseline process", gone)
                 if not compile_failure:
-                    return _baseliner_lost(slot, gone)
-                slot.replace_baseliner()
+                    return _baseliner_lost(helper, gone)
+                helper.replace()
                 continue
             if ready.get("restart") or ready.get("fatal"):
-                slot.replace_baseliner()
+                helper.replace()
                 if ready.get("abandoned") and message["compile"]:
                     compile_failure = str(ready["abandoned"])
                     continue
@@ -295,9 +310,9 @@ class EvaluationPool:
                     self.usage.own_gpu_wait_s += waited
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
             except WorkerGone as gone:
-                return _baseliner_lost(slot, gone)
+                return _baseliner_lost(helper, gone)
             if reply.get("fatal"):
-                slot.replace_baseliner()
+                helper.replace()
             return reply
 
     async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
@@ -475,8 +490,17 @@ def _exchange_bytes(job: EvalJob, index: int) -> int:
     return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * (2 * job.rounds + 1)
 
 
-def _baseliner_lost(slot: _DeviceSlot, gone: WorkerGone) -> dict[str, Any]:
-    slot.replace_baseliner()
+def baseliners_for(device: str, devices: int, shared_cores: int) -> int:
+    """T_b measurements per device side by side: on a GPU, one per two of the cores left to judges and compiles
+    for it, at most MAX_BASELINERS (each compile is CPU work, its timing holds the GPU alone); on the CPU one (a
+    compile beside a timing would share the cores it times on)."""
+    if not device.startswith("cuda"):
+        return 1
+    return max(1, min(MAX_BASELINERS, shared_cores // (2 * max(1, devices))))
+
+
+def _baseliner_lost(helper: _Baseliner, gone: WorkerGone) -> dict[str, Any]:
+    helper.replace()
     return {"status": "error", "reason": f"baseline process: {gone.reason}"}
 
 
@@ -485,6 +509,8 @@ def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGon
     it is asked again without), else ""."""
     return f"torch.compile: {process} was lost ({gone.reason}); eager used" if message["compile"] else ""
 
+
+MAX_BASELINERS = 4
 
 # Above this, a workload's T_b is measured by the judge holding the device rather than by a third process beside a
 # running candidate (input and output bytes, times the input sets plus one).

@@ -345,9 +345,9 @@ class Fleet:
                                                     abandon_on_cancel=True)
 
     async def _prepare_all(self) -> None:
-        # One problem in preparation per GPU: a baseline's torch.compile keeps one judge busy for many seconds, and
-        # the other GPUs' judges can measure other problems meanwhile.
-        limiter = anyio.CapacityLimiter(max(1, len(self.evaluator.placements())))
+        # As many problems in preparation as the evaluator measures T_b side by side: a baseline's torch.compile
+        # keeps one process busy on the CPU for many seconds, while other problems' timings use the GPUs.
+        limiter = anyio.CapacityLimiter(max(1, self.evaluator.baselines_at_once()))
         started = time.monotonic()
         total = len(self.problems)
         begun = 0

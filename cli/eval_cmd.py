@@ -420,6 +420,8 @@ def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
         for b in baselines:
             if b.error:
                 lines.append(f"  {b.index}: T_b unavailable: {b.error}")
+            elif b.unreliable:
+                lines.append(f"  {b.index}: T_b not trusted (no speedup counted): {b.unreliable}")
             elif b.compile_reason and b.compile_attempted:
                 lines.append(f"  {b.index}: eager only: {b.compile_reason}")
     elif outcome.baseline_note:

@@ -177,7 +177,7 @@ def _trace(problem: Problem, solution_name: str, r: WorkloadResult, environment:
          "baseline": None if baseline is None else {
              "t_b_ms": baseline.baseline_ms, "method": baseline.method, "eager_ms": baseline.eager_ms,
              "compiled_ms": baseline.compiled_ms, "compile_reason": baseline.compile_reason,
-             "error": baseline.error, "cached": baseline.cached},
+             "error": baseline.error, "unreliable": baseline.unreliable, "cached": baseline.cached},
          "protections": list(protections)})
 
 

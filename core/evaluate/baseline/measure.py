@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from core.evaluate.baseline.sanity import MAX_SPREAD, RETIMES
 from core.evaluate.baseline.record import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, METHOD_COMPILED,
                                            METHOD_EAGER, WorkloadBaseline)
+from core.evaluate.baseline.sanity import RETIMES, max_spread
 from core.evaluate.timing import TimingPolicy
 from core.problem.schema import Problem
 
@@ -309,7 +309,7 @@ def _time_calls(fn: Callable[..., Any], input_sets: list[dict[str, Any]], device
     # A spread too wide to trust is timed again; the tightest timing is kept (the judge then checks it again).
     timing = timed()
     for _ in range(RETIMES):
-        if timing.spread <= MAX_SPREAD:
+        if timing.spread <= max_spread(device.type):
             break
         timing = min(timing, timed(), key=lambda t: t.spread)
     return timing

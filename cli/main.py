@@ -35,10 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BaseExceptionGroup as group:
+        # A Ctrl-C inside a task group (before a run's own signal handling starts) arrives wrapped.
+        if not _only_interrupts(group):
+            raise
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (`kernelfleet report --json | head`): nothing more to say, and nothing to flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _only_interrupts(group: BaseExceptionGroup) -> bool:
+    return all(_only_interrupts(e) if isinstance(e, BaseExceptionGroup) else isinstance(e, KeyboardInterrupt)
+               for e in group.exceptions)
 
 
 if __name__ == "__main__":

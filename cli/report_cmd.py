@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from core.report.metrics import FleetSummary, RunReport, build_report, comparison_rows, report_to_dict
+from core.report.metrics import (FleetSummary, RunReport, build_report, comparison_rows, report_to_dict,
+                                 verified_label)
 from core.store import RunReader
 from core.store.model import MetricRow
 
@@ -85,12 +86,14 @@ def problem_table(report: RunReport) -> Table:
     table.add_column("attempts", justify="right", no_wrap=True)
     table.add_column("speedup seed → best", justify="right", no_wrap=True)
     table.add_column("SOL seed → best", justify="right", no_wrap=True)
+    table.add_column("re-verified", no_wrap=True)
     for p in report.problems:
         table.add_row(Text(p.key), Text(p.status), str(p.attempts),
                       Text(_arrow(fmt_x(p.seed_speedup), fmt_x(p.best_speedup)),
                            style=_change_style(p.seed_speedup, p.best_speedup)),
                       Text(_arrow(fmt_sol(p.seed_sol), fmt_sol(p.best_sol)),
-                           style=_change_style(p.seed_sol, p.best_sol)))
+                           style=_change_style(p.seed_sol, p.best_sol)),
+                      Text(verified_label(p), style="" if verified_label(p) == "yes" else "dim"))
     return table
 
 
@@ -106,6 +109,18 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
         # The pool's own account, over the last start of the run (a resume starts a new pool).
         wait = f", mean queue wait {last.queue_wait_s:.1f} s" if last.queue_wait_s is not None else ""
         lines.append(f"  GPU busy while work waited: {last.gpu_busy:.0%}{wait} (since the last start)")
+    return lines
+
+
+def not_evaluated_lines(not_evaluated: dict[str, list[tuple[int, str]]]) -> list[str]:
+    """The workloads left out of each problem's figures, one line per problem."""
+    if not not_evaluated:
+        return []
+    lines = ["Not evaluated (each problem's speedup and SOL are over its other workloads):"]
+    for key, skipped in not_evaluated.items():
+        reasons = sorted({why for _, why in skipped})
+        lines.append(f"  {key}: workload{'s' if len(skipped) > 1 else ''} {', '.join(str(i) for i, _ in skipped)} "
+                     f"({reasons[0]}{f'; {len(reasons) - 1} other reasons' if len(reasons) > 1 else ''})")
     return lines
 
 
@@ -142,7 +157,8 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         out = _out()
         out.print(problem_table(report))
-        for line in summary_lines(report.before, report.after, report.metrics) + device_lines(report.devices):
+        for line in (summary_lines(report.before, report.after, report.metrics) + device_lines(report.devices)
+                     + not_evaluated_lines(report.not_evaluated)):
             out.print(line, markup=False, soft_wrap=True)
     if page is not None:
         (err if args.json else _out()).print(f"wrote {args.html}", markup=False, soft_wrap=True)

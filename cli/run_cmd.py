@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import os
 import signal
 import sys
 import threading
@@ -13,8 +14,10 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
-from core.config import ConfigError, check_ray_address, load_config
+from core.config import ConfigError, FleetConfig, check_ray_address, load_config
+from core.fleet import capability
 from core.fleet.orchestrator import Fleet, FleetError
+from core.problem import load_problems
 
 BUNDLED_PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
 
@@ -24,7 +27,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "run", help="run the fleet on problems (or resume a run)",
         description="Optimize kernels for PROBLEM_PATHS (default: the bundled problems/) with the agents the config "
                     "asks for (default: 2 tuner agents). Everything is recorded in RUN_DIR/run.sqlite; Ctrl-C or "
-                    "SIGTERM stops cleanly, and --resume continues where the run stopped, even after kill -9.")
+                    "SIGTERM stops cleanly (exit 0), a second one skips the rest of that stop (the re-verification of "
+                    "bests; exit 0), a third exits at once (exit 130 for Ctrl-C, 143 for SIGTERM) leaving what was "
+                    "recorded intact, and --resume continues where the run stopped, even "
+                    "after kill -9. On the CPU, workloads over "
+                    f"{capability.CPU_WORKLOAD_MAX_BYTES >> 20} MiB of inputs and outputs are skipped (one log line "
+                    "each), and the default problems are the bundled ones an agent can work on there.")
     parser.add_argument("problem_paths", nargs="*", metavar="PROBLEM_PATHS", help="problem folders or folders of them")
     parser.add_argument("--config", type=Path, metavar="fleet.toml", help="run configuration (default: built-in)")
     parser.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run is recorded (default: runs/TIME)")
@@ -34,15 +42,21 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="evaluate on the GPUs of a Ray cluster: the head's HOST:PORT, \"auto\" (the cluster "
                              "`ray start` made on this host) or \"local\"; overrides [cluster] ray_address and is "
                              "kept with the run, so --resume uses it (needs kernelfleet[cluster])")
+    parser.add_argument("--wall-s", type=float, metavar="S",
+                        help="stop the run after S seconds of wall time (overrides [budgets] run_wall_s)")
     parser.add_argument("--headless", action="store_true", help="no terminal UI: print progress lines")
     parser.set_defaults(handler=run_fleet)
 
 
 def run_fleet(args: argparse.Namespace) -> int:
     err = sys.stderr
-    if args.resume and (args.problem_paths or args.config or args.run_dir or args.ray is not None):
-        print("error: --resume DIR takes the problems and config stored in DIR (its Ray address too); give no "
-              "others", file=err)
+    if args.resume and (args.problem_paths or args.config or args.run_dir or args.ray is not None
+                        or args.wall_s is not None):
+        print("error: --resume DIR takes the problems and config stored in DIR (its Ray address and budgets too); "
+              "give no others", file=err)
+        return 2
+    if args.wall_s is not None and not args.wall_s > 0:
+        print(f"error: --wall-s: must be a number of seconds above 0, got {args.wall_s:g}", file=err)
         return 2
     try:
         config = load_config(args.config)
@@ -51,6 +65,8 @@ def run_fleet(args: argparse.Namespace) -> int:
         return 2
     if args.device:
         config = dataclasses.replace(config, fleet=dataclasses.replace(config.fleet, device=args.device))
+    if args.wall_s is not None:
+        config = dataclasses.replace(config, budgets=dataclasses.replace(config.budgets, run_wall_s=args.wall_s))
     if args.ray is not None:
         problem = check_ray_address(args.ray)
         if problem:
@@ -67,14 +83,15 @@ def run_fleet(args: argparse.Namespace) -> int:
         except ClusterError as exc:
             print(f"error: {exc}", file=err)
             return 2
+    notes: list[str] = []
     if args.resume:
         run_dir, paths = args.resume, None
     else:
         run_dir = args.run_dir or Path("runs") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        paths = args.problem_paths or [str(BUNDLED_PROBLEMS)]
+        paths = args.problem_paths or _default_problems(config, notes)
     fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event if args.headless else None)
     try:
-        state = anyio.run(_run_with_signals, fleet) if args.headless else _run_with_ui(fleet, run_dir)
+        state = anyio.run(_run_with_signals, fleet, notes) if args.headless else _run_with_ui(fleet, run_dir, notes)
     except FleetError as exc:
         print(f"error: {exc}", file=err)
         return 2
@@ -86,6 +103,38 @@ def run_fleet(args: argparse.Namespace) -> int:
         return 2
     print(f"run {state}: {run_dir} — see `kernelfleet report {run_dir}`", flush=True)
     return 0
+
+
+def _default_problems(config: FleetConfig, notes: list[str]) -> list[str]:
+    """On the CPU, the bundled problems some agent of ``config`` can work on there (all of them when none can: the
+    run's start then says so), with a line for ``notes`` when some are left out; on a GPU, every bundled problem."""
+    if config.fleet.device != "cpu":
+        return [str(BUNDLED_PROBLEMS)]
+    loaded = load_problems([BUNDLED_PROBLEMS])
+    if loaded.invalid or not loaded.problems:
+        return [str(BUNDLED_PROBLEMS)]  # the run's start reports what is wrong with them
+    assessed = [capability.assess(p, config) for p in loaded.problems]
+    chosen = capability.improvable_folders(assessed)
+    if not chosen or len(chosen) == len(assessed):
+        return [str(BUNDLED_PROBLEMS)]
+    left_out = [a for a in assessed if not a.improvable]
+    reasons = sorted({a.why_not for a in left_out})
+    notes.append(f"on the {config.fleet.device} the run takes the {len(chosen)} bundled problems an agent can work "
+                 f"on ({', '.join(_key(Path(path)) for path in chosen)}); the other {len(left_out)} are left "
+                 f"out ({'; '.join(reasons)}): name their folders to run them anyway")
+    return [str(path) for path in chosen]
+
+
+def _key(folder: Path) -> str:
+    return f"{folder.parent.name}/{folder.name}"
+
+
+def _start(fleet: Fleet, notes: list[str]) -> None:
+    """Open the run (which logs the CPU's skipped workloads and whether any agent can work), then the start's notes
+    (which bundled problems the default took)."""
+    fleet.open()
+    for line in notes:
+        fleet.event("log", line)
 
 
 def _stored_ray_address(run_dir: Path) -> str:
@@ -118,16 +167,33 @@ def _cluster_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-async def _run_with_signals(fleet: Fleet) -> str:
-    fleet.open()  # before the task group, so a FleetError arrives alone, not inside an exception group
+async def _run_with_signals(fleet: Fleet, notes: list[str]) -> str:
+    _start(fleet, notes)  # before the task group, so a FleetError arrives alone, not inside an exception group
     async with anyio.create_task_group() as tg:
         async def watch_signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    print(f"{signal.Signals(signum).name}: stopping (in-flight attempts resume with --resume)",
-                          flush=True)
-                    fleet.request_stop(f"{signal.Signals(signum).name} received")
-                    return
+            try:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    stops = 0
+                    async for signum in signals:
+                        name = signal.Signals(signum).name
+                        stops += 1
+                        if stops == 1:
+                            print(f"{name}: stopping (in-flight attempts resume with --resume; Ctrl-C again skips "
+                                  f"the rest of the stop)", flush=True)
+                            fleet.request_stop(f"{name} received")
+                            continue
+                        # The run is stopping already: this cancels what the stop still does (the re-verification
+                        # of bests); the store is closed as after one signal.
+                        print(f"{name} again: stopping now, skipping the rest of the stop (bests not re-verified "
+                              f"yet are re-verified at the end of a --resume); a third exits at once", file=sys.stderr,
+                              flush=True)
+                        fleet.request_stop(f"{name} received again")
+                        return
+            finally:
+                # Plain handlers from here on, not the event loop's: whatever holds the loop now, one more signal
+                # ends the process.
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(signum, _stop_now)
 
         tg.start_soon(watch_signals)
         state = await fleet.run()
@@ -135,12 +201,26 @@ async def _run_with_signals(fleet: Fleet) -> str:
     return state
 
 
-def _run_with_ui(fleet: Fleet, run_dir: Path) -> str:
+def _stop_now(signum: int, frame: object) -> None:
+    """A third Ctrl-C or SIGTERM (or one after the run ended): exit at once, as a kill -9 would, which the store is
+    made for: every attempt it recorded stays, one in flight stays pending and --resume re-evaluates it; the
+    workers die with this process (their parent-death signal). Exit status 128 + the signal (130 for Ctrl-C)."""
+    name = signal.Signals(signum).name
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os.write(2, f"{name}: exiting now, without waiting for the stop to finish; attempts in flight stay pending "
+                f"and `kernelfleet run --resume DIR` re-evaluates them (exit {128 + signum})\n".encode())
+    os._exit(128 + signum)
+
+
+def _run_with_ui(fleet: Fleet, run_dir: Path, notes: list[str]) -> str:
     """The core runs in a thread of its own (its own event loop); the terminal UI, the same watcher as
     `kernelfleet watch`, runs in the main thread on the run's store. Closing the UI stops the run cleanly."""
     from tui.app import make_app
 
-    fleet.open()
+    _start(fleet, notes)
     outcome: dict[str, object] = {}
     started = threading.Event()
 

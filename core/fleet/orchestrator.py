@@ -31,6 +31,7 @@ from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy, content_hash
 from core.fleet.baselines import ModelBaselines
+from core.fleet import capability
 from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.composite import CompositeError, compose
 from core.fleet.facts import RunFacts, facts_from_probe, gather_facts
@@ -172,11 +173,14 @@ class Fleet:
         if info is None:
             self.store.init_run(config_to_dict(self.config), self.problem_paths, device, gpus, self.gpu_name)
         self.timing = QUICK_TIMING if self.config.evaluation.timing == "quick" else TimingPolicy()
+        skipped: list[tuple[int, int, str]] = []
         for problem in loaded.problems:
             key = f"{problem.subset}/{problem.name}"
             op = problem.definition.op_type
             problem_id = self.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
-            self.problems[problem_id] = problem
+            # On the CPU, GPU-sized workloads are unavailable (core.fleet.capability), and said so below.
+            self.problems[problem_id], skips = capability.for_device(problem, device)
+            skipped += [(problem_id, index, why) for index, why in skips]
             self._keys[problem_id] = key
         for kind in self.kinds.values():
             for n in range(1, kind.count(self.config) + 1):
@@ -189,6 +193,12 @@ class Fleet:
         if unknown:
             raise FleetError(f"{self.run_dir}: agents of unknown kind {', '.join(unknown)} (registered: "
                              f"{', '.join(self.kinds)})")
+        for problem_id, index, why in skipped:
+            self.event("log", f"workload {index} skipped on the cpu: {why}", problem_id=problem_id)
+        line = capability.cannot_improve_line([capability.assess(p, self.config) for p in self.problems.values()],
+                                              self.config)
+        if line:
+            self.event("log", line)
         for n, agent in enumerate((a for a in self.store.agents() if a.kind == "llm"), start=1):
             # An older store's agents have no profile, and a resumed one keeps its own.
             profile = agent.profile if agent.profile in self.profiles else \

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from core.evaluate.evaluator import Placement
 from core.fleet.frontier import compute_frontier
-from core.fleet.scoring import AttemptFigures, improvement, is_better
+from core.fleet.scoring import AttemptFigures, improvement
+from core.roofline.sol import is_better
 from core.store.model import AttemptRow, frontier_member_to_dict
 from core.store.writer import RunStore
 

@@ -37,8 +37,3 @@ def improvement(old_speedup: float | None, old_sol: float | None, speedup: float
     if speedup is not None and old_speedup is not None:
         return math.log(speedup / old_speedup)
     return math.inf if speedup is not None else 0.0
-
-
-def is_better(old_speedup: float | None, speedup: float | None) -> bool:
-    """Faster is better: T_b is fixed per workload, so a higher geomean speedup is a lower geomean time."""
-    return speedup is not None and (old_speedup is None or speedup > old_speedup)

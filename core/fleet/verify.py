@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.fleet.attempt import AttemptLife
-from core.fleet.scoring import is_better
 from core.problem.schema import Problem
+from core.roofline.sol import is_better
 from core.solution.io import parse_solution
 from core.store.model import AttemptRow
 from core.store.writer import RunStore

@@ -6,10 +6,11 @@ from __future__ import annotations
 import datetime
 import html
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
-from core.report.metrics import FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows
-from core.store.model import MetricRow
+from core.report.metrics import (FleetSummary, ProblemSummary, Progress, RunReport, build_report, comparison_rows,
+                                 verified_label)
+from core.store.model import RunInfo
 from core.store.queries import Queries
 
 _CSS = """
@@ -69,10 +70,19 @@ def _problem_table(problems: Sequence[ProblemSummary]) -> str:
             f"<td>{_e(_x(p.seed_speedup))}</td>"
             f"<td class=\"{_delta_class(p.seed_speedup, p.best_speedup)}\">{_e(_x(p.best_speedup))}</td>"
             f"<td>{_e(_f(p.seed_sol))}</td>"
-            f"<td class=\"{_delta_class(p.seed_sol, p.best_sol)}\">{_e(_f(p.best_sol))}</td></tr>")
+            f"<td class=\"{_delta_class(p.seed_sol, p.best_sol)}\">{_e(_f(p.best_sol))}</td>"
+            f"<td class=\"l\" title=\"{_e(p.best_verified)}\">{_e(verified_label(p))}</td></tr>")
     return ("<table class=\"problems\"><thead><tr><th class=\"l\">problem</th><th class=\"l\">status</th>"
             "<th>attempts</th><th>seed speedup</th><th>best speedup</th><th>seed SOL</th><th>best SOL</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<th class=\"l\">re-verified</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _not_evaluated(not_evaluated: dict[str, list[tuple[int, str]]]) -> str:
+    if not not_evaluated:
+        return ""
+    items = "".join(f"<li>{_e(key)}: workload {_e(', '.join(str(i) for i, _ in skipped))} "
+                    f"({_e(sorted({why for _, why in skipped})[0])})</li>" for key, skipped in not_evaluated.items())
+    return f"<p class=\"meta\">Not evaluated (speedup and SOL are over the other workloads):</p><ul>{items}</ul>"
 
 
 # ---------------------------------------------------------------- charts
@@ -91,37 +101,138 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def sol_over_time_svg(metrics: Sequence[MetricRow], width: int = 640, height: int = 220) -> str:
-    """Fleet mean SOL (0-1) against time since the first sample."""
-    points = [(m.ts, m.fleet_mean_sol) for m in metrics
-              if m.fleet_mean_sol is not None and math.isfinite(m.fleet_mean_sol)]
-    left, right, top, bottom = 44, 16, 10, 28
-    plot_w, plot_h = width - left - right, height - top - bottom
-    parts = []
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = top + plot_h * (1 - tick)
-        parts.append(f"<line x1=\"{left}\" y1=\"{y:.1f}\" x2=\"{left + plot_w}\" y2=\"{y:.1f}\" stroke=\"#e3e6ee\"/>"
-                     f"<text x=\"{left - 6}\" y=\"{y + 4:.1f}\" text-anchor=\"end\">{tick:.2f}</text>")
-    if not points:
-        parts.append(f"<text x=\"{left + plot_w / 2:.1f}\" y=\"{top + plot_h / 2:.1f}\" text-anchor=\"middle\" "
-                     "class=\"none\">no metric samples yet</text>")
-        return _svg(width, height, "fleet mean SOL over time: no samples", "".join(parts))
-    t0, t1 = points[0][0], points[-1][0]
+_LEFT, _RIGHT, _TOP, _BOTTOM = 52, 16, 10, 28
+
+
+def _no_points(width: int, height: int, label: str, why: str) -> str:
+    return _svg(width, height, f"{label}: {why}",
+                f"<text x=\"{width / 2:.1f}\" y=\"{height / 2:.1f}\" text-anchor=\"middle\" "
+                f"class=\"none\">{_e(why)}</text>")
+
+
+def _time_axis(t0: float, t1: float, width: int, height: int) -> tuple[str, Callable[[float], float]]:
+    """The x axis (seconds since the run started) and the function placing a time on it."""
+    plot_w = width - _LEFT - _RIGHT
     span = max(t1 - t0, 1e-9)
 
-    def xy(ts: float, value: float) -> tuple[float, float]:
-        x = left + (plot_w * (ts - t0) / span if t1 > t0 else plot_w / 2)
-        return x, top + plot_h * (1 - min(max(value, 0.0), 1.0))
+    def x(ts: float) -> float:
+        return _LEFT + plot_w * min(max(ts - t0, 0.0), span) / span
 
-    coords = [xy(ts, v) for ts, v in points]
-    if len(coords) > 1:
-        parts.append("<polyline fill=\"none\" stroke=\"#2f6fdb\" stroke-width=\"2\" points=\""
-                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + "\"/>")
-    x, y = coords[-1]
-    parts.append(f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"3\" fill=\"#2f6fdb\"/>")
-    parts.append(f"<text x=\"{left}\" y=\"{height - 8}\">0</text>"
-                 f"<text x=\"{left + plot_w}\" y=\"{height - 8}\" text-anchor=\"end\">{_e(_duration(t1 - t0))}</text>")
-    return _svg(width, height, f"fleet mean SOL over time, last {points[-1][1]:.2f}", "".join(parts))
+    axis = (f"<text x=\"{_LEFT}\" y=\"{height - 8}\">0</text>"
+            f"<text x=\"{_LEFT + plot_w}\" y=\"{height - 8}\" text-anchor=\"end\">{_e(_duration(t1 - t0))}</text>")
+    return axis, x
+
+
+def _step_line(coords: list[tuple[float, float]], right: float, colour: str, width: float) -> str:
+    """A best-so-far line: flat until the next change, then up; carried on to ``right`` (the end of the run)."""
+    points = []
+    for i, (x, y) in enumerate(coords):
+        if i:
+            points.append((x, coords[i - 1][1]))
+        points.append((x, y))
+    points.append((right, coords[-1][1]))
+    return (f"<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"{width}\" points=\""
+            + " ".join(f"{x:.1f},{y:.1f}" for x, y in points) + "\"/>")
+
+
+def _point(x: float, y: float, colour: str, ts: float, t0: float, value: str, what: str) -> str:
+    return (f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"3\" fill=\"{colour}\" data-t=\"{ts - t0:.3f}\" "
+            f"data-value=\"{_e(value)}\"><title>{_e(what)}: {_e(value)} at {_e(_duration(ts - t0))}</title></circle>")
+
+
+def _span(progress: Progress, run: RunInfo | None) -> tuple[float, float]:
+    """From the run's start (else the first change) to its end, or the last change while it goes on."""
+    first, last = progress.changes[0].ts, progress.changes[-1].ts
+    t0 = run.created_at if run is not None and run.created_at <= first else first
+    t1 = run.ended_at if run is not None and run.ended_at and run.ended_at >= last else last
+    return t0, max(t1, t0 + 1e-9)
+
+
+def sol_over_time_svg(progress: Progress, run: RunInfo | None = None, samples: int = 0, width: int = 640,
+                      height: int = 220) -> str:
+    """Fleet mean of the problems' best SOL score (0-1) against time since the run started, a point at every
+    change of a best (``core.report.metrics.progress_over_time``)."""
+    label = "fleet mean SOL over time"
+    points = [f for f in progress.fleet if f.mean_sol is not None and math.isfinite(f.mean_sol)]
+    if not points:
+        if not progress.passing:
+            why = "no passing attempt yet"
+        elif run is not None and run.device == "cpu":
+            why = f"no SOL score: the cpu device has no speed of light (T_sol); {progress.passing} passing " \
+                  f"attempts and {samples} metric samples stored, see the speedup below"
+        else:
+            why = f"no SOL score: none of {progress.passing} passing attempts has T_sol on its workloads"
+        return _no_points(width, height, label, why)
+    t0, t1 = _span(progress, run)
+    axis, x = _time_axis(t0, t1, width, height)
+    plot_h = height - _TOP - _BOTTOM
+    parts = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = _TOP + plot_h * (1 - tick)
+        parts.append(f"<line x1=\"{_LEFT}\" y1=\"{y:.1f}\" x2=\"{width - _RIGHT}\" y2=\"{y:.1f}\" "
+                     f"stroke=\"#e3e6ee\"/><text x=\"{_LEFT - 6}\" y=\"{y + 4:.1f}\" text-anchor=\"end\">{tick:.2f}</text>")
+
+    def y(value: float) -> float:
+        return _TOP + plot_h * (1 - min(max(value, 0.0), 1.0))
+
+    coords = [(x(p.ts), y(p.mean_sol)) for p in points]
+    parts.append(_step_line(coords, x(t1), "#2f6fdb", 2))
+    for p, (cx, cy) in zip(points, coords):
+        parts.append(_point(cx, cy, "#2f6fdb", p.ts, t0, f"{p.mean_sol:.3f}",
+                            f"fleet mean SOL over {p.with_sol} problems"))
+    parts.append(axis)
+    return _svg(width, height, f"{label}, last {points[-1].mean_sol:.2f}", "".join(parts))
+
+
+_PROBLEM_COLOURS = ("#9aa5b8", "#b9a27a", "#8fb39a", "#b58fae", "#8fb0c4", "#c49a8f")
+
+
+def speedup_over_time_svg(progress: Progress, run: RunInfo | None = None, width: int = 640,
+                          height: int = 260) -> str:
+    """Each problem's best speedup so far (thin lines) and the fleet geomean of them (thick) against time since
+    the run started, on a log scale with a line at 1x; a point at every change of a best."""
+    label = "best speedup over time"
+    if not progress.changes:
+        why = "no passing attempt yet" if not progress.passing else \
+            f"no speedup: none of {progress.passing} passing attempts has a trusted T_b"
+        return _no_points(width, height, label, why)
+    t0, t1 = _span(progress, run)
+    axis, x = _time_axis(t0, t1, width, height)
+    plot_h = height - _TOP - _BOTTOM
+    values = [c.speedup for c in progress.changes] + [f.geomean_speedup for f in progress.fleet]
+    log_low = math.log10(min([0.5, *values])) - 0.05
+    log_high = math.log10(max([2.0, *values])) + 0.05
+
+    def y(value: float) -> float:
+        return _TOP + plot_h * (1 - (math.log10(value) - log_low) / (log_high - log_low))
+
+    parts = []
+    tick = 2.0 ** math.floor(math.log2(10 ** log_low))
+    while tick <= 10 ** log_high:
+        if tick >= 10 ** log_low:
+            ty = y(tick)
+            stroke = "#333" if tick == 1.0 else "#e3e6ee"
+            parts.append(f"<line x1=\"{_LEFT}\" y1=\"{ty:.1f}\" x2=\"{width - _RIGHT}\" y2=\"{ty:.1f}\" "
+                         f"stroke=\"{stroke}\"/><text x=\"{_LEFT - 6}\" y=\"{ty + 4:.1f}\" "
+                         f"text-anchor=\"end\">{tick:g}×</text>")
+        tick *= 2
+    by_problem: dict[str, list] = {}
+    for change in progress.changes:
+        by_problem.setdefault(change.problem, []).append(change)
+    for i, (key, changes) in enumerate(by_problem.items()):
+        colour = _PROBLEM_COLOURS[i % len(_PROBLEM_COLOURS)]
+        coords = [(x(c.ts), y(c.speedup)) for c in changes]
+        parts.append(_step_line(coords, x(t1), colour, 1))
+        for c, (cx, cy) in zip(changes, coords):
+            parts.append(_point(cx, cy, colour, c.ts, t0, f"{c.speedup:.2f}×", f"{key} best (attempt {c.attempt_id})"))
+    fleet = [(x(f.ts), y(f.geomean_speedup)) for f in progress.fleet]
+    parts.append(_step_line(fleet, x(t1), "#2e9d5b", 2.5))
+    for f, (cx, cy) in zip(progress.fleet, fleet):
+        parts.append(_point(cx, cy, "#2e9d5b", f.ts, t0, f"{f.geomean_speedup:.2f}×",
+                            f"fleet geomean over {f.with_speedup} problems"))
+    parts.append(axis)
+    return _svg(width, height, f"{label}, fleet geomean last {progress.fleet[-1].geomean_speedup:.2f}×",
+                "".join(parts))
 
 
 def sol_histogram_bins(sols: Sequence[float], bins: int = 10) -> list[int]:
@@ -213,15 +324,17 @@ def render_report_html(report: RunReport, title: str = "kernelfleet run") -> str
             meta.append(f"GPUs {', '.join(str(g) for g in run.gpus)}")
     meta.append(f"{len(report.problems)} problems")
     best_sols = [p.best_sol for p in report.problems if p.best_sol is not None]
+    progress = report.progress or Progress([], [], 0, 0)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(' · '.join(meta))}</p>",
         "<h2>Fleet: before → after</h2>", _summary_table(report.before, report.after),
-        "<h2>Fleet mean SOL over time</h2>", sol_over_time_svg(report.metrics),
+        "<h2>Best speedup over time</h2>", speedup_over_time_svg(progress, run),
+        "<h2>Fleet mean SOL over time</h2>", sol_over_time_svg(progress, run, len(report.metrics)),
         "<h2>Best SOL across problems</h2>", sol_histogram_svg(best_sols),
         "<h2>Best speedup per problem</h2>", speedup_bars_svg(report.problems),
-        "<h2>Problems</h2>", _problem_table(report.problems),
+        "<h2>Problems</h2>", _problem_table(report.problems), _not_evaluated(report.not_evaluated),
         "</body></html>\n",
     ])
 

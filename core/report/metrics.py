@@ -14,8 +14,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from core.roofline.sol import geomean
-from core.store.model import DeviceUsage, MetricRow, ProblemRow, RunInfo
+from core.roofline.sol import geomean, is_better
+from core.store.model import AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
 
@@ -30,6 +30,8 @@ class ProblemSummary:
     best_sol: float | None
     seed_speedup: float | None
     seed_sol: float | None
+    # The best's re-verification with upstream's 10 rounds (core.fleet.verify): "" not re-verified, else its outcome
+    best_verified: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,87 @@ class RunReport:
     run: RunInfo | None = None
     metrics: list[MetricRow] = field(default_factory=list)
     devices: list[DeviceUsage] = field(default_factory=list)  # where the attempts were evaluated
+    progress: Progress | None = None  # the bests over time, from the attempts
+    # problem key -> (workload index, why) of the workloads its attempts could not evaluate (UNAVAILABLE: on the
+    # CPU the GPU-sized ones, a missing safetensors blob): its speedup and SOL are over the other workloads
+    not_evaluated: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
 
-def problem_summary(row: ProblemRow) -> ProblemSummary:
+@dataclass(frozen=True)
+class BestChange:
+    """A problem's best changed: at ``ts`` (the attempt's finish) it became ``attempt_id``'s figures."""
+
+    ts: float
+    problem: str
+    attempt_id: int
+    speedup: float
+    sol: float | None
+
+
+@dataclass(frozen=True)
+class FleetPoint:
+    """The fleet right after a best changed: the geomean of the problems' best speedups and the mean of their
+    best SOL scores (as the run's metric samples count them), over the problems with one."""
+
+    ts: float
+    geomean_speedup: float
+    mean_sol: float | None
+    with_speedup: int
+    with_sol: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    changes: list[BestChange]
+    fleet: list[FleetPoint]
+    passing: int  # passing attempts read
+    with_sol: int  # of which have an SOL score
+
+
+def progress_over_time(attempts: Sequence[AttemptRow], keys: dict[int, str]) -> Progress:
+    """Each problem's best over time, replayed from its attempts in the order they finished with the run's own
+    rule (a full, passing attempt faster than the best so far: ``core.roofline.sol.is_better``) on the figures
+    the run recorded for them (``core.roofline.sol.overall_figures``); and after every change, the fleet's."""
+    finished = sorted((a for a in attempts if a.state == "done" and a.finished_at is not None),
+                      key=lambda a: (a.finished_at, a.id))
+    best: dict[int, tuple[float, float | None]] = {}
+    changes, fleet = [], []
+    passing = with_sol = 0
+    for attempt in finished:
+        if not attempt.passed:
+            continue
+        passing += 1
+        with_sol += attempt.sol is not None
+        old = best.get(attempt.problem_id)
+        if not attempt.full or not is_better(old[0] if old else None, attempt.speedup):
+            continue
+        best[attempt.problem_id] = (attempt.speedup, attempt.sol)
+        changes.append(BestChange(attempt.finished_at, keys.get(attempt.problem_id, str(attempt.problem_id)),
+                                  attempt.id, attempt.speedup, attempt.sol))
+        sols = [s for _, s in best.values() if s is not None]
+        fleet.append(FleetPoint(attempt.finished_at, geomean([v for v, _ in best.values()]),
+                                statistics.fmean(sols) if sols else None, len(best), len(sols)))
+    return Progress(changes, fleet, passing, with_sol)
+
+
+def problem_summary(row: ProblemRow, best_verified: str = "") -> ProblemSummary:
     return ProblemSummary(row.key, row.name, row.subset, row.status, row.attempts, row.best_speedup, row.best_sol,
-                          row.seed_speedup, row.seed_sol)
+                          row.seed_speedup, row.seed_sol, best_verified)
 
 
 def problem_summaries(reader: Queries) -> list[ProblemSummary]:
-    return [problem_summary(row) for row in reader.problems()]
+    summaries = []
+    for row in reader.problems():
+        best = reader.attempt(row.best_attempt_id) if row.best_attempt_id is not None else None
+        summaries.append(problem_summary(row, best.verified if best is not None else ""))
+    return summaries
+
+
+def verified_label(p: ProblemSummary) -> str:
+    """The report's "re-verified" column: yes, no (not yet), or — without a best."""
+    if p.best_speedup is None and p.best_sol is None:
+        return "—"
+    return "yes" if p.best_verified.startswith("passed") else "no"
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -109,8 +183,24 @@ def summarize(reader: Queries, *, seed: bool = False) -> tuple[list[ProblemSumma
 def build_report(reader: Queries) -> RunReport:
     problems = problem_summaries(reader)
     totals = reader.totals()
+    keys = {row.id: row.key for row in reader.problems()}
     return RunReport(problems, fleet_summary(problems, totals, seed=True), fleet_summary(problems, totals),
-                     reader.run_info(), reader.metrics(), reader.device_usage())
+                     reader.run_info(), reader.metrics(), reader.device_usage(),
+                     progress_over_time(reader.attempts(state="done"), keys), not_evaluated(reader))
+
+
+def not_evaluated(reader: Queries) -> dict[str, list[tuple[int, str]]]:
+    """Per problem, the workloads its latest evaluated attempt reports UNAVAILABLE, with the reason recorded."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for row in reader.problems():
+        latest = next((a for a in reversed(reader.attempts(row.id, state="done", limit=20)) if a.verdict), None)
+        if latest is None:
+            continue
+        skipped = [(int(w["index"]), str(w.get("reason", ""))) for w in latest.verdict.get("workloads", [])
+                   if w.get("status") == "UNAVAILABLE"]
+        if skipped:
+            out[row.key] = skipped
+    return out
 
 
 def report_to_dict(report: RunReport) -> dict[str, Any]:
@@ -124,6 +214,8 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "after": asdict(report.after),
         "problems": [asdict(p) for p in report.problems],
         "devices": [asdict(d) for d in report.devices],
+        "not_evaluated": {key: [{"workload": i, "reason": why} for i, why in skipped]
+                          for key, skipped in report.not_evaluated.items()},
     })
 
 

@@ -213,3 +213,8 @@ def overall_figures(workloads: Sequence[tuple[float, float | None, float | None]
 
 __all__ = ["Conventions", "DegenerateBaseline", "ImpossibleTime", "ProblemSol", "SolScoreError", "SolTime",
            "geomean", "matmul_rate", "overall_figures", "sol_score", "summarize_problem", "t_sol", "workload_sol"]
+
+
+def is_better(old_speedup: float | None, speedup: float | None) -> bool:
+    """Faster is better: T_b is fixed per workload, so a higher geomean speedup is a lower geomean time."""
+    return speedup is not None and (old_speedup is None or speedup > old_speedup)

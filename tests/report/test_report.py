@@ -3,6 +3,7 @@ JSON, HTML) and `kernelfleet export` of the best solutions in SOL-ExecBench's so
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from core.report import (
     report_to_dict,
     summarize,
 )
-from core.report.html import sol_histogram_bins
+from core.report.html import sol_histogram_bins, sol_over_time_svg, speedup_over_time_svg
 from core.solution.from_reference import reference_as_solution
 from core.solution.io import parse_solution, solution_to_dict
 from core.store import LlmCall, RunReader, RunStore
@@ -86,6 +87,8 @@ def run_dir(tmp_path_factory, solution_dict):
         store.finish_attempt(later, status="PASSED", speedup=best_x / 2, sol=best_sol / 2, gpu_seconds=1.5)
         store.update_problem(pid, status="active", attempts=3, seed_attempt_id=seed, seed_speedup=seed_x,
                              seed_sol=seed_sol, best_attempt_id=best, best_speedup=best_x, best_sol=best_sol)
+        if key.startswith("norm/"):
+            store.set_attempt_verified(best, "passed: 10 rounds of fresh inputs")
     for mean_sol, busy in ((0.45, 0.5), (0.55, 0.875), (1.9 / 3, None)):
         store.add_metric(fleet_mean_sol=mean_sol, geomean_speedup=None, gpu_busy=busy, queue_wait_s=1.25,
                          attempts=1, tokens=0, dollars=0.0, active_problems=3)
@@ -156,8 +159,8 @@ def test_html_is_self_contained_with_charts_and_escaped_text(run_dir):
     with RunReader(run_dir) as reader:
         page = render_html(reader)
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    assert page.count("<svg") == 3
-    assert "<polyline" in page  # fleet mean SOL over time
+    assert page.count("<svg") == 4
+    assert "<polyline" in page  # fleet mean SOL and best speedup over time
     assert page.count("<rect") >= 10 + 3  # histogram bins and speedup bars
     for key in PLAN:
         if key != ODD:
@@ -166,6 +169,117 @@ def test_html_is_self_contained_with_charts_and_escaped_text(run_dir):
     assert "<script" not in page and "<link" not in page and "src=" not in page and "@import" not in page
     assert "1.00× → 2.00×" not in page  # the summary is a before/after table, not an arrow string
     assert "4.00×" in page and "2.00×" in page and "no result" in page
+
+
+# ---------------------------------------------------------------- plots over time
+
+
+def _points(svg: str) -> list[tuple[float, str, str]]:
+    """(seconds since the start, value, title) of every point a plot marks."""
+    return [(float(t), value, title) for t, value, title in
+            re.findall(r'<circle [^>]*data-t="([0-9.]+)" data-value="([^"]*)"><title>([^<]*)</title>', svg)]
+
+
+@pytest.fixture()
+def cpu_run(tmp_path, solution_dict):
+    """A CPU run as the store holds one: speedups but no SOL score (no T_sol on the CPU), metric samples without a
+    mean SOL; attempts finished at known times: (problem, seconds after the start, passed, full, speedup)."""
+    run = tmp_path / "cpu"
+    store = RunStore(run, create=True)
+    store.init_run({}, [str(RMSNORM)], "cpu", [], "")
+    start = 1_000_000.0
+    store.conn.execute("UPDATE run SET created_at = ?", (start,))
+    pids = {key: store.add_problem(key, key.split("/")[1], key.split("/")[0], f"/p/{key}")
+            for key in ("norm/a", "norm/b")}
+    plan = [("norm/a", 30.0, True, True, 0.25), ("norm/b", 40.0, True, True, 2.0),
+            ("norm/a", 55.0, False, True, None), ("norm/a", 70.0, True, False, 9.0),  # failed; partial
+            ("norm/a", 80.0, True, True, 1.0), ("norm/a", 95.0, True, True, 0.5), ("norm/b", 120.0, True, True, 8.0)]
+    for n, (key, at, passed, full, speedup) in enumerate(plan):
+        aid = store.begin_attempt(pids[key], None, _named(solution_dict, f"a{n}"), language="pytorch",
+                                  workloads=None if full else [0])
+        store.finish_attempt(aid, status="PASSED" if passed else "INCORRECT", speedup=speedup, sol=None)
+        store.conn.execute("UPDATE attempts SET finished_at = ? WHERE id = ?", (start + at, aid))
+    for _ in range(3):
+        store.add_metric(fleet_mean_sol=None, geomean_speedup=1.0, gpu_busy=None, queue_wait_s=None, attempts=1,
+                         tokens=0, dollars=0.0, active_problems=2)
+    store.set_run_state("finished")
+    store.conn.execute("UPDATE run SET ended_at = ?", (start + 150.0,))
+    store.close()
+    return run
+
+
+def test_progress_replays_each_best_with_the_runs_rule(cpu_run):
+    with RunReader(cpu_run) as reader:
+        progress = build_report(reader).progress
+    # The failed attempt, the partial one (faster, but not on every workload) and the slower ones change nothing.
+    assert [(c.problem, c.ts - 1_000_000.0, c.speedup) for c in progress.changes] == [
+        ("norm/a", 30.0, 0.25), ("norm/b", 40.0, 2.0), ("norm/a", 80.0, 1.0), ("norm/b", 120.0, 8.0)]
+    # The fleet geomean after each change: sqrt(0.25 * 2) , sqrt(1 * 2), sqrt(1 * 8).
+    assert [(f.ts - 1_000_000.0, round(f.geomean_speedup, 6), f.with_speedup) for f in progress.fleet] == [
+        (30.0, 0.25, 1), (40.0, round(0.5 ** 0.5, 6), 2), (80.0, round(2 ** 0.5, 6), 2), (120.0, 2.828427, 2)]
+    assert progress.passing == 6 and progress.with_sol == 0
+
+
+def test_speedup_over_time_marks_every_stored_change(cpu_run):
+    with RunReader(cpu_run) as reader:
+        report = build_report(reader)
+    svg = speedup_over_time_svg(report.progress, report.run)
+    points = _points(svg)
+    problem = sorted((t, v, title.split(" ")[0]) for t, v, title in points if title.startswith("norm/"))
+    fleet = [(t, v) for t, v, title in points if title.startswith("fleet geomean")]
+    assert problem == [(30.0, "0.25×", "norm/a"), (40.0, "2.00×", "norm/b"), (80.0, "1.00×", "norm/a"),
+                       (120.0, "8.00×", "norm/b")]
+    assert fleet == [(30.0, "0.25×"), (40.0, "0.71×"), (80.0, "1.41×"), (120.0, "2.83×")]
+    # Times on one axis from the run's start (x=52) to its end (150 s, x=624).
+    xs = {float(t): float(x) for x, t in re.findall(r'<circle cx="([0-9.]+)" [^>]*data-t="([0-9.]+)"', svg)}
+    for t, x in xs.items():
+        assert x == pytest.approx(52 + 572 * t / 150, abs=0.1)
+    # Higher speedups are higher on the plot (smaller y).
+    ys = {v: float(y) for y, v in re.findall(r'cy="([0-9.]+)" r="3" fill="#[0-9a-f]+" data-t="[0-9.]+" '
+                                             r'data-value="([^"]*)"', svg)}
+    assert ys["8.00×"] < ys["2.00×"] < ys["1.00×"] < ys["0.25×"]
+    assert "fleet geomean last 2.83×" in svg
+
+
+def test_sol_over_time_on_a_cpu_run_says_why_there_is_no_sol(cpu_run):
+    with RunReader(cpu_run) as reader:
+        page = render_html(reader)
+        report = build_report(reader)
+    svg = sol_over_time_svg(report.progress, report.run, len(report.metrics))
+    assert "no metric samples yet" not in page
+    assert "no SOL score: the cpu device has no speed of light (T_sol); 6 passing attempts and 3 metric samples" \
+        in svg and "<circle" not in svg
+    assert "Best speedup over time" in page and page.count("<circle") == 8
+
+
+def test_sol_over_time_uses_the_stored_bests(run_dir):
+    with RunReader(run_dir) as reader:
+        report = build_report(reader)
+    svg = sol_over_time_svg(report.progress, report.run, len(report.metrics))
+    values = [v for _, v, _ in _points(svg)]
+    # Each solved problem's seed then best, in the order recorded; the mean of the bests so far at each:
+    # 0.6; 0.8; (0.8 + 0.5) / 2; (0.8 + 0.6) / 2; (0.8 + 0.6 + 0.25) / 3; (0.8 + 0.6 + 0.5) / 3.
+    assert values == ["0.600", "0.800", "0.650", "0.700", "0.550", "0.633"]
+    assert values[-1] == f"{report.after.mean_sol:.3f}"
+
+
+def test_report_names_the_workloads_not_evaluated(tmp_path, solution_dict, capsys):
+    run = tmp_path / "skips"
+    store = RunStore(run, create=True)
+    store.init_run({}, [str(RMSNORM)], "cpu", [], "")
+    pid = store.add_problem("norm/a", "a", "norm", "/p/norm/a")
+    aid = store.begin_attempt(pid, None, solution_dict, language="pytorch")
+    why = "skipped on the cpu: over 16 MiB of inputs and outputs (a GPU-sized workload)"
+    verdict = {"status": "PASSED", "reason": "", "workloads": [
+        {"index": 0, "status": "PASSED", "reason": ""}, {"index": 3, "status": "UNAVAILABLE", "reason": why},
+        {"index": 4, "status": "UNAVAILABLE", "reason": why}]}
+    store.finish_attempt(aid, status="PASSED", verdict=verdict, speedup=1.5)
+    store.close()
+    with RunReader(run) as reader:
+        assert build_report(reader).not_evaluated == {"norm/a": [(3, why), (4, why)]}
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"  norm/a: workloads 3, 4 ({why})" in out
 
 
 def test_histogram_bins():
@@ -217,6 +331,10 @@ def test_report_cli_prints_the_table_and_the_before_after_summary(run_dir):
     for key in PLAN:
         assert key in out
     assert "2.00x → 4.00x" in out and "0.60 → 0.80" in out  # the rmsnorm row
+    # Which bests were re-verified with upstream's 10 rounds: the two norm problems' (the failed one has none).
+    verified = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.split()[:1] and
+                line.split()[0] in PLAN}
+    assert verified == {"norm/001_rmsnorm_llama3_1_8b": "yes", "norm/p_b": "yes", "gemm/p_c": "no", ODD: "—"}, out
     assert "0.50x → 1.00x" in out and "— → —" in out
     lines = {line.strip().split("  ")[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert lines["geomean speedup"].endswith("1.00x → 2.00x")

@@ -1,0 +1,138 @@
+"""Before a run starts: what its agents can work on, on its device, and the workloads too large for the CPU.
+
+A run whose agents can work on nothing only measures baselines and seeds, then ends; on the CPU that was every
+default run (every bundled seed was CUDA, the reference declares no tunables, no LLM agent by default). This module
+decides it up front, so the run can say so in one line with what to change, and so that a default run picks the
+problems it can improve. It reads problems and the config only: no candidate code is imported or run here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import FleetConfig
+from core.errors import SpecError
+from core.fleet.seeds import pick_seed
+from core.problem.schema import Problem
+from core.roofline.counting import analytic_io_bytes
+from core.solution.tunables import get_tunables
+
+# A workload reading and writing more than this is GPU-sized: on the CPU its baseline alone (eager and
+# torch.compile, several timed calls, rounds of fresh inputs) takes minutes, and every trial again. The bundled
+# problems' first workloads (the tiny ones) are well under it; their realistic GPU sizes are over.
+CPU_WORKLOAD_MAX_BYTES = 16 << 20
+CPU_SKIP_REASON = (f"skipped on the cpu: over {CPU_WORKLOAD_MAX_BYTES >> 20} MiB of inputs and outputs (a GPU-sized "
+                   f"workload)")
+
+
+@dataclass(frozen=True)
+class ProblemCapability:
+    problem: Problem
+    seed_origin: str  # where the run's seed would come from (core.fleet.seeds.pick_seed)
+    seed_language: str
+    workers: tuple[str, ...]  # the agent kinds of this config that can work on it from its seed
+    why_not: str  # when no kind can: why, in a few words
+    skipped: tuple[tuple[int, str], ...]  # (workload index, why) of workloads the CPU leaves out
+
+    @property
+    def key(self) -> str:
+        return f"{self.problem.subset}/{self.problem.name}"
+
+    @property
+    def improvable(self) -> bool:
+        return bool(self.workers)
+
+
+def cpu_skips(problem: Problem) -> tuple[tuple[int, str], ...]:
+    """The runnable workloads over CPU_WORKLOAD_MAX_BYTES of inputs and outputs, each with why."""
+    skips = []
+    for workload in problem.workloads:
+        if workload.unavailable:
+            continue
+        read, written = analytic_io_bytes(problem, workload)
+        if read + written > CPU_WORKLOAD_MAX_BYTES:
+            skips.append((workload.index, f"{(read + written) / 2**20:.0f} MiB of inputs and outputs, over the CPU "
+                                          f"cap of {CPU_WORKLOAD_MAX_BYTES >> 20} MiB (a GPU-sized workload)"))
+    return tuple(skips)
+
+
+def for_device(problem: Problem, device: str) -> tuple[Problem, tuple[tuple[int, str], ...]]:
+    """The problem as a run on ``device`` evaluates it: on the CPU, its GPU-sized workloads marked unavailable
+    (skipped, with the reason, in every verdict), and which they are."""
+    skips = cpu_skips(problem) if device == "cpu" else ()
+    if not skips:
+        return problem, ()
+    skipped = {index for index, _ in skips}
+    workloads = tuple(dataclasses.replace(w, unavailable=CPU_SKIP_REASON) if w.index in skipped else w
+                      for w in problem.workloads)
+    return dataclasses.replace(problem, workloads=workloads), skips
+
+
+def assess(problem: Problem, config: FleetConfig) -> ProblemCapability:
+    device = config.fleet.device
+    languages = tuple(config.fleet.languages)
+    skipped = cpu_skips(problem) if device == "cpu" else ()
+    try:
+        seed, origin = pick_seed(problem, device, languages)
+    except SpecError as exc:  # the reference itself cannot be made a solution
+        return ProblemCapability(problem, "", "", (), f"no seed: {exc}", skipped)
+    language = seed.spec.languages[0].value
+    runnable = [w for w in problem.workloads if not w.unavailable]
+    if not runnable or len(skipped) == len(runnable):
+        why = "every workload is over the CPU size cap" if runnable else "no workload can be built here"
+        return ProblemCapability(problem, origin, language, (), why, skipped)
+    workers = []
+    if config.fleet.tuner_agents > 0:
+        tunables = get_tunables(seed)
+        if tunables is not None and tunables.size() >= 2:
+            workers.append("tuner")
+    if config.fleet.llm_agents > 0:
+        workers.append("llm")
+    why = "" if workers else _why_no_agent(origin, language, config)
+    return ProblemCapability(problem, origin, language, tuple(workers), why, skipped)
+
+
+def _why_no_agent(origin: str, language: str, config: FleetConfig) -> str:
+    if config.fleet.tuner_agents == 0:
+        tuner = "no tuner agent ([fleet] tuner_agents = 0)"
+    elif origin.startswith("solutions/"):
+        tuner = f"its seed {origin} declares no tunables"
+    else:
+        tuner = f"no shipped seed fits {config.fleet.device} and {'/'.join(config.fleet.languages)} (the " \
+                f"reference is the seed, with no tunables)"
+    return f"{tuner}, and no LLM agent ([fleet] llm_agents = 0)"
+
+
+def cannot_improve_line(assessed: list[ProblemCapability], config: FleetConfig) -> str | None:
+    """One line when no agent of the config can work on any problem: what cannot work, and what to change."""
+    if not assessed or any(a.improvable for a in assessed):
+        return None
+    device = config.fleet.device
+    reasons = sorted({a.why_not for a in assessed})
+    fixes = []
+    if config.fleet.tuner_agents > 0:
+        fixes.append("ship a pytorch seed with a tunables.json in a problem's solutions/" if device == "cpu" else
+                     "ship a seed with a tunables.json in a problem's solutions/")
+    else:
+        fixes.append("set [fleet] tuner_agents")
+    fixes.append("set [fleet] llm_agents and an [llm] base_url and model")
+    if device == "cpu":
+        fixes.append("run on a GPU with --device cuda")
+    return (f"nothing in this run can improve: no agent can work on any of the {len(assessed)} problem(s) on the "
+            f"{device} ({'; '.join(reasons[:2])}{'; ...' if len(reasons) > 2 else ''}); to change that, "
+            + ", or ".join(fixes))
+
+
+def improvable_folders(assessed: list[ProblemCapability]) -> list[Path]:
+    """The folders of the problems an agent can work on, those with the least data to measure first: problems are
+    prepared in this order, so the agents start on the quickest one soonest."""
+    chosen = [a for a in assessed if a.improvable]
+    return [Path(a.problem.path) for a in sorted(chosen, key=_bytes_evaluated)]
+
+
+def _bytes_evaluated(assessed: ProblemCapability) -> int:
+    skipped = {index for index, _ in assessed.skipped}
+    return sum(sum(analytic_io_bytes(assessed.problem, w)) for w in assessed.problem.workloads
+               if not w.unavailable and w.index not in skipped)

@@ -14,10 +14,12 @@ from pathlib import Path
 
 from core.config import FleetConfig
 from core.errors import SpecError
+from core.fleet.kinds import registered
 from core.fleet.seeds import pick_seed
 from core.problem.schema import Problem
 from core.roofline.counting import analytic_io_bytes
-from core.solution.tunables import get_tunables
+from core.solution.io import solution_to_dict
+from core.store.model import AttemptRow
 
 # A workload reading and writing more than this is GPU-sized: on the CPU its baseline alone (eager and
 # torch.compile, several timed calls, rounds of fresh inputs) takes minutes, and every trial again. The bundled
@@ -83,15 +85,13 @@ def assess(problem: Problem, config: FleetConfig) -> ProblemCapability:
     if not runnable or len(skipped) == len(runnable):
         why = "every workload is over the CPU size cap" if runnable else "no workload can be built here"
         return ProblemCapability(problem, origin, language, (), why, skipped)
-    workers = []
-    if config.fleet.tuner_agents > 0:
-        tunables = get_tunables(seed)
-        if tunables is not None and tunables.size() >= 2:
-            workers.append("tuner")
-    if config.fleet.llm_agents > 0:
-        workers.append("llm")
+    # Asked of every registered kind the config has agents of, as the run asks them (core.fleet.kinds).
+    seed_row = AttemptRow(0, 0, None, None, "done", 0.0, 0.0, language, solution_to_dict(seed), "", {}, "seed", None,
+                          None, None, "PASSED", "")
+    workers = tuple(kind.name for kind in registered().values()
+                    if kind.count(config) > 0 and kind.make(config).can_work_on(seed_row))
     why = "" if workers else _why_no_agent(origin, language, config)
-    return ProblemCapability(problem, origin, language, tuple(workers), why, skipped)
+    return ProblemCapability(problem, origin, language, workers, why, skipped)
 
 
 def _why_no_agent(origin: str, language: str, config: FleetConfig) -> str:

@@ -25,6 +25,12 @@ recorded) for --seconds, then stopped. Prints a short table last; what it measur
 - GPU busy: device time used over device time wanted, as ``core.evaluate.pool.PoolUsage`` counts it: wanted is
   min(requests in the evaluator, GPUs) integrated over time, from a request entering ``evaluate`` to the loop
   noticing its job done; used is the GPU time itself (--eval-ms a job). Also the mean GPUs in use over all GPUs.
+- CPU per attempt: the process's CPU time over the window's attempts, and where it went: thread CPU time of the
+  tuner agents' steps (each run of an agent's task between two awaits, ``TunerAgent.work`` and all it calls), of
+  the steps inside their ``Workbench.evaluate`` calls (the orchestrator's path: checks, the pending attempt, the
+  request, the recording), of ``record_result`` alone and of the planner's ticks. The tuner's own share is the
+  agents' steps less their evaluations'. Thread CPU time counts only this process's own work, so these figures
+  hold on a machine shared with other work, where wall-clock figures do not.
 - store writer alone (--writer-seconds): afterwards, a fresh store records agents' attempts back to back through the
   fleet's own path, with nothing else on the thread: what the writer sustains when it has the core to itself.
 
@@ -122,6 +128,14 @@ class Measures:
     samples: list[tuple[float, int]] = field(default_factory=list)  # (t, store rows changed so far)
     ticks_s: list[float] = field(default_factory=list)
     plan_s: list[float] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)  # thread CPU seconds in the window, by part
+    calls: dict[str, int] = field(default_factory=dict)  # calls finished in the window, by part
+
+    def add_cpu(self, part: str, seconds: float, call_done: bool = False) -> None:
+        if self.in_window(time.monotonic()):
+            self.cpu_s[part] = self.cpu_s.get(part, 0.0) + seconds
+            if call_done:
+                self.calls[part] = self.calls.get(part, 0) + 1
 
     def in_window(self, t: float | None) -> bool:
         return self.window is not None and t is not None and self.window[0] <= t <= self.window[1]
@@ -377,6 +391,60 @@ def _hook_workbench() -> Any:
     return lambda: setattr(workbench.Workbench, "evaluate", original)
 
 
+class _StepTimed:
+    """Awaits a coroutine, adding the thread CPU time of each of its steps (from being resumed to its next await)
+    to ``part`` in ``MEASURES``: the CPU a task spends on the event loop's thread, without the time it waits."""
+
+    def __init__(self, coroutine, part: str):
+        self.coroutine = coroutine
+        self.part = part
+
+    def __await__(self):
+        value, error = None, None
+        while True:
+            began = time.thread_time()
+            try:
+                yielded = self.coroutine.throw(error) if error is not None else self.coroutine.send(value)
+            except StopIteration as stop:
+                MEASURES.add_cpu(self.part, time.thread_time() - began, call_done=True)
+                return stop.value
+            except BaseException:
+                MEASURES.add_cpu(self.part, time.thread_time() - began)
+                raise
+            MEASURES.add_cpu(self.part, time.thread_time() - began)
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001 - handed on to the coroutine, as await would
+                value, error = None, exc
+
+
+def _hook_cpu() -> Any:
+    """Thread CPU time of the tuner agents' steps, of the evaluations they ask for, and of ``record_result``."""
+    from core.fleet import attempt, tuner, workbench
+
+    work, evaluate, record = tuner.TunerAgent.work, workbench.Workbench.evaluate, attempt.record_result
+
+    def timed_work(self, bench):
+        return _StepTimed(work(self, bench), "agent")
+
+    def timed_evaluate(self, *args, **kwargs):
+        return _StepTimed(evaluate(self, *args, **kwargs), "evaluate")
+
+    def timed_record(*args, **kwargs):
+        began = time.thread_time()
+        try:
+            return record(*args, **kwargs)
+        finally:
+            MEASURES.add_cpu("record_result", time.thread_time() - began, call_done=True)
+
+    tuner.TunerAgent.work, workbench.Workbench.evaluate, attempt.record_result = \
+        timed_work, timed_evaluate, timed_record
+
+    def undo() -> None:
+        tuner.TunerAgent.work, workbench.Workbench.evaluate, attempt.record_result = work, evaluate, record
+    return undo
+
+
 def _hook_planner() -> Any:
     """Time the orchestrator's planner tick and its plan() call, where the orchestrator has them."""
     from core.fleet import orchestrator
@@ -385,11 +453,12 @@ def _hook_planner() -> Any:
     tick = getattr(orchestrator.Fleet, "_plan_once", None)
     if tick is not None:
         def timed_tick(self, *args, **kwargs):
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             try:
                 return tick(self, *args, **kwargs)
             finally:
                 MEASURES.ticks_s.append(time.perf_counter() - began)
+                MEASURES.add_cpu("tick", time.thread_time() - cpu, call_done=True)
         orchestrator.Fleet._plan_once = timed_tick
         undo.append(lambda: setattr(orchestrator.Fleet, "_plan_once", tick))
     plan = getattr(orchestrator, "plan", None)
@@ -416,7 +485,8 @@ async def _loop_lag(period: float = 0.005) -> None:
 
 
 async def _sample(fleet, every: float = 0.25) -> None:
-    while True:
+    # Until the window closes: the run closes its store soon after, maybe before this task is cancelled.
+    while MEASURES.window is None or MEASURES.window[1] == math.inf:
         MEASURES.samples.append((time.monotonic(), fleet.store.conn.total_changes))
         await anyio.sleep(every)
 
@@ -449,7 +519,7 @@ async def bench(args) -> dict:
         fleet = Fleet(root / "run", _config(args), [str(root / "problems")], evaluator_factory=lambda f: sim)
         fleet.open()
         setup_s = time.perf_counter() - began
-        undo = [_hook_workbench(), _hook_planner()]
+        undo = [_hook_workbench(), _hook_cpu(), _hook_planner()]  # the CPU hook wraps the trace hook
         opened = time.monotonic()
         marks: dict[str, Any] = {}
 
@@ -482,7 +552,7 @@ async def bench(args) -> dict:
                 tg.cancel_scope.cancel()
         finally:
             _stop_profiler(profiler, args)
-            for u in undo:
+            for u in reversed(undo):
                 u()
     if "wall" not in marks:
         raise SystemExit(f"the run ended ({state}: {fleet.stop_reason}) before the measured window did")
@@ -548,6 +618,23 @@ def summarize(args, marks: dict, setup_s: float, sim: SimulatedEvaluator) -> dic
         "gpus_in_use_mean": marks["busy"] / wall, "gpu_busy_of_all": marks["busy"] / (sim.gpus * wall),
         "planner_ticks": len(ticks), "tick_ms_p50": _pct(ms(ticks), 0.5), "tick_ms_p95": _pct(ms(ticks), 0.95),
         "plan_ms_p50": _pct(ms(m.plan_s), 0.5),
+        **_cpu_parts(marks),
+    }
+
+
+def _cpu_parts(marks: dict) -> dict:
+    """Where the window's CPU went, per agent trial (an evaluation an agent asked for) or per attempt."""
+    cpu, calls = MEASURES.cpu_s, MEASURES.calls
+    trials = max(calls.get("evaluate", 0), 1)
+    attempts = max(marks["attempts"], 1)
+    agent, evaluate = cpu.get("agent", 0.0), cpu.get("evaluate", 0.0)
+    return {
+        "agent_trials": calls.get("evaluate", 0),
+        "tuner_cpu_ms_per_trial": (agent - evaluate) * 1e3 / trials,
+        "evaluate_cpu_ms_per_trial": evaluate * 1e3 / trials,
+        "record_result_cpu_ms_per_call": cpu.get("record_result", 0.0) * 1e3 / max(calls.get("record_result", 0), 1),
+        "tick_cpu_ms_per_attempt": cpu.get("tick", 0.0) * 1e3 / attempts,
+        "other_cpu_ms_per_attempt": (marks["cpu"] - agent - cpu.get("tick", 0.0)) * 1e3 / attempts,
     }
 
 
@@ -602,6 +689,10 @@ TABLE = (
     ("GPUs in use, mean / share of all", ("gpus_in_use_mean", "gpu_busy_of_all"), ""),
     ("planner tick p50 / p95 (ms); plan() p50", ("tick_ms_p50", "tick_ms_p95", "plan_ms_p50"), ""),
     ("CPU the process had (cores); CPU per attempt (ms)", ("process_cpu_share", "cpu_ms_per_attempt"), ""),
+    ("  CPU per agent trial: the tuner / its evaluation (ms)", ("tuner_cpu_ms_per_trial", "evaluate_cpu_ms_per_trial"),
+     ""),
+    ("  CPU of record_result per call (ms)", ("record_result_cpu_ms_per_call",), ""),
+    ("  CPU per attempt: planner ticks / the rest (ms)", ("tick_cpu_ms_per_attempt", "other_cpu_ms_per_attempt"), ""),
 )
 
 

@@ -429,7 +429,9 @@ class Fleet:
                               + (" — new best" if recorded.new_best else "")
                               + (f" [{attempt.note}]" if attempt.note and attempt.note != "seed" else ""),
                    agent_id=attempt.agent_id, problem_id=problem_id)
-        if attempt.passed and not attempt.composite and self._tasks is not None:
+        # A composite needs a frontier of two or more; most attempts leave it at one, and start no task.
+        if attempt.passed and not attempt.composite and self._tasks is not None \
+                and len(self.store.problem(problem_id).frontier) >= 2:
             if problem_id in self.composing:
                 self._recompose.add(problem_id)
             else:

@@ -25,7 +25,7 @@ def record_result(store: RunStore, attempt_id: int, *, status: str, reason: str,
                   build: dict | None, figures: AttemptFigures, plateau_min_gain: float,
                   placement: Placement | None = None) -> Recorded:
     with store.transaction():
-        pending = store.attempt(attempt_id)
+        pending = store.attempt_head(attempt_id)
         if pending is None or pending.state != "pending":
             raise ValueError(f"attempt {attempt_id} is not pending")
         store.finish_attempt(attempt_id, status=status, reason=reason, verdict=verdict, build=build,

@@ -3,6 +3,12 @@ ask/tell, every trial a real build and evaluation recorded as an attempt whose d
 
 Trials already recorded for the same code (the best's sources with the tunable values set aside) are told to the
 study before it asks, so a resumed run or a second tuner continues the search instead of repeating it.
+
+The work is incremental, since it runs on the orchestrator's one event loop: each attempt's code family and
+tunable values are parsed once (an attempt's code never changes), only attempts newer than the last one seen, or
+still pending then, are read again (``TrialHistory``), and a turn keeps one study that is told only the trials
+finished since it last asked (``TrialStudy``). What the study proposes is what a study built afresh from every
+finished trial would propose: the same trials in the same order, a sampler seeded the same way for every ask.
 """
 
 from __future__ import annotations
@@ -10,13 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import optuna
 
 from core.fleet.agent import WorkOutcome, Workbench
 from core.solution.io import parse_solution
-from core.solution.tunables import TUNABLES_FILE, get_tunables, with_values
+from core.solution.tunables import TUNABLES_FILE, Tunables, parse_tunables, with_values
 from core.store.model import AttemptRow
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -34,17 +43,26 @@ def code_family(solution: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _tunables_of(attempt: AttemptRow) -> Tunables | None:
+    """The attempt's tunables, read from its tunables.json alone: the whole solution was validated when the
+    attempt was made, and validating it again costs several times more."""
+    for source in attempt.solution.get("sources", []):
+        if source["path"] == TUNABLES_FILE:
+            return parse_tunables(source["content"])
+    return None
+
+
 def tunable_space(attempt: AttemptRow | None) -> dict[str, tuple] | None:
     if attempt is None:
         return None
-    tunables = get_tunables(parse_solution(attempt.solution))
+    tunables = _tunables_of(attempt)
     if tunables is None or tunables.size() < 2:
         return None
     return {name: tuple(options) for name, options in tunables.space.items()}
 
 
 def _values_of(attempt: AttemptRow) -> dict[str, Any] | None:
-    tunables = get_tunables(parse_solution(attempt.solution))
+    tunables = _tunables_of(attempt)
     return dict(tunables.values) if tunables is not None else None
 
 
@@ -55,6 +73,122 @@ def _objective(attempt: AttemptRow) -> float | None:
     return None
 
 
+def _key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ParsedCode:
+    """An attempt's code family and tunable values (None when it declares none)."""
+
+    family: str
+    values: dict[str, Any] | None
+    key: str | None  # the values as a trial's key
+
+
+class TrialHistory:
+    """One problem's attempts as the tuner reads them, kept between trials: each attempt's code parsed once, and
+    on ``refresh`` only the attempts after the last one seen read again, from the oldest one still pending then
+    (a pending attempt changes once, when it finishes; a finished one never does)."""
+
+    def __init__(self, problem_id: int, problem: object = None):
+        self.problem_id = problem_id
+        self.problem = problem  # the run's Problem object: a history is of one problem of one run
+        self.rows: dict[int, AttemptRow] = {}  # by id, oldest first
+        self._parsed: dict[int, ParsedCode] = {}
+        self.last_id = 0
+
+    @classmethod
+    def of(cls, attempts: list[AttemptRow], problem_id: int = 0) -> TrialHistory:
+        history = cls(problem_id)
+        history._add(attempts)
+        return history
+
+    def refresh(self, read: Callable[[int], list[AttemptRow]]) -> None:
+        """``read(since_id)``: the problem's attempts with an id above ``since_id``, oldest first."""
+        pending = [i for i, a in self.rows.items() if a.state != "done"]
+        self._add(read(pending[0] - 1 if pending else self.last_id))
+
+    def _add(self, attempts: list[AttemptRow]) -> None:
+        for attempt in attempts:
+            self.rows[attempt.id] = attempt  # a re-read one keeps its place: ids only grow
+            self.last_id = max(self.last_id, attempt.id)
+
+    def parsed(self, attempt: AttemptRow) -> ParsedCode:
+        parsed = self._parsed.get(attempt.id)
+        if parsed is None:
+            values = _values_of(attempt)
+            parsed = ParsedCode(code_family(attempt.solution), values, _key(values) if values is not None else None)
+            self._parsed[attempt.id] = parsed
+        return parsed
+
+    def trials(self, family: str, space: dict[str, tuple], state: str = "done") -> dict[str, AttemptRow]:
+        """Full attempts of ``family`` in ``state`` whose values lie in ``space``, keyed by those values (the
+        latest of each; keys in the order of their first attempt)."""
+        trials: dict[str, AttemptRow] = {}
+        for attempt in self.rows.values():
+            if attempt.state != state or not attempt.full:
+                continue
+            parsed = self.parsed(attempt)
+            if parsed.family != family or parsed.values is None:
+                continue
+            if all(parsed.values.get(k) in options for k, options in space.items()):
+                trials[parsed.key] = attempt
+        return trials
+
+
+class TrialStudy:
+    """One optuna study for a turn on one code family. Each ``ask`` tells it only the finished trials it has not
+    been told (it is built again when an earlier trial changed or one finished out of order, so that its trials
+    are always those of ``done``, in that order), and its sampler asks from the random state a new sampler with
+    the same seed starts in: the proposal is the one a study built from ``done`` alone would make."""
+
+    def __init__(self, distributions: dict[str, optuna.distributions.BaseDistribution], seed: int,
+                 startup_trials: int):
+        self.distributions = distributions
+        self.seed = seed
+        self.startup_trials = startup_trials
+        self.builds = 0  # studies made: 1 + the rebuilds
+        self._study: optuna.Study | None = None
+        self._told: list[tuple[str, float | None]] = []
+
+    def _sampler(self) -> optuna.samplers.TPESampler:
+        # No constant liar: the study's running trials are past asks, whose results come back as added trials. A
+        # study built afresh has no running trial but the one asked, which the liar leaves out: the same.
+        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.startup_trials, constant_liar=False)
+
+    def ask(self, done: dict[str, AttemptRow]) -> dict[str, Any]:
+        trials = [(key, _objective(attempt)) for key, attempt in done.items()]
+        if self._study is None or trials[:len(self._told)] != self._told:
+            self._study = optuna.create_study(direction="minimize", sampler=self._sampler())
+            self._told = []
+            self.builds += 1
+        elif not _reseed(self._study.sampler, self.seed):
+            # The sampler's random state must not carry over from the last ask, as with a new study's sampler.
+            self._study.sampler = self._sampler()
+        for key, value in trials[len(self._told):]:
+            self._study.add_trial(optuna.trial.create_trial(
+                params=json.loads(key), distributions=self.distributions, value=value,
+                state=optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL))
+        self._told = trials
+        return self._study.ask(self.distributions).params
+
+
+def _reseed(sampler: optuna.samplers.BaseSampler, seed: int) -> bool:
+    """Put a TPESampler's random states back where ``TPESampler(seed=seed)`` starts them, without making a new
+    one (numpy makes each RandomState from OS entropy before seeding it: about 0.4 ms, two per sampler). Reaches
+    into optuna's internals; False when they are not as expected, and the caller then makes a new sampler."""
+    try:
+        states = (sampler._rng.rng, sampler._random_sampler._rng.rng)  # type: ignore[attr-defined]
+    except AttributeError:
+        return False
+    if not all(isinstance(state, np.random.RandomState) for state in states):
+        return False
+    for state in states:
+        state.seed(seed)
+    return True
+
+
 class TunerAgent:
     kind = "tuner"
 
@@ -62,6 +196,7 @@ class TunerAgent:
         self.trials_per_problem = trials_per_problem
         self.seed = seed
         self.startup_trials = startup_trials
+        self._history: TrialHistory | None = None  # of the problem of the last turn, kept for the next on it
 
     def can_work_on(self, best: AttemptRow | None, history: list[AttemptRow] | None = None) -> bool:
         space = tunable_space(best)
@@ -78,25 +213,13 @@ class TunerAgent:
     def _trials(best: AttemptRow, space: dict[str, tuple], history: list[AttemptRow],
                 state: str = "done") -> dict[str, AttemptRow]:
         """Full attempts of the best's code family in ``state``, keyed by their tunable values (latest of each)."""
-        family = code_family(best.solution)
-        trials: dict[str, AttemptRow] = {}
-        for attempt in history:
-            if attempt.state != state or not attempt.full or code_family(attempt.solution) != family:
-                continue
-            values = _values_of(attempt)
-            if values is not None and all(values.get(k) in options for k, options in space.items()):
-                trials[json.dumps(values, sort_keys=True)] = attempt
-        return trials
+        return TrialHistory.of(history).trials(code_family(best.solution), space, state)
 
-    def _study(self, problem_id: int, distributions: dict, done: dict[str, AttemptRow]) -> optuna.Study:
-        sampler = optuna.samplers.TPESampler(seed=self.seed + problem_id, n_startup_trials=self.startup_trials)
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        for key, attempt in done.items():
-            value = _objective(attempt)
-            study.add_trial(optuna.trial.create_trial(
-                params=json.loads(key), distributions=distributions, value=value,
-                state=optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL))
-        return study
+    def _history_of(self, bench: Workbench) -> TrialHistory:
+        history = self._history
+        if history is None or history.problem_id != bench.problem_id or history.problem is not bench.problem:
+            history = self._history = TrialHistory(bench.problem_id, bench.problem)
+        return history
 
     async def work(self, bench: Workbench) -> WorkOutcome:
         best = bench.best()
@@ -107,26 +230,34 @@ class TunerAgent:
                          for name, options in space.items()}
         base = parse_solution(best.solution)
         base_values = _values_of(best) or {}
+        family = code_family(best.solution)
         budget = self._budget(space)
+        history = self._history_of(bench)
+        study = TrialStudy(distributions, self.seed + bench.problem_id, self.startup_trials)
+        best_seen = best.id
         while True:
             if bench.should_stop():
                 return WorkOutcome.STOPPED
-            # Rebuilt from the store every trial: other tuners' finished and in-flight trials count too.
-            history = bench.attempts()
-            done = self._trials(best, space, history)
-            claimed = set(self._trials(best, space, history, state="pending")) - set(done)
+            # Read from the store every trial: other tuners' finished and in-flight trials count too.
+            history.refresh(lambda since_id: bench.attempts(since_id=since_id))
+            done = history.trials(family, space)
+            claimed = set(history.trials(family, space, state="pending")) - set(done)
             if len(done) + len(claimed) >= budget:
                 return WorkOutcome.EXHAUSTED
-            params = self._study(bench.problem_id, distributions, done).ask(distributions).params
-            if json.dumps(params, sort_keys=True) in done.keys() | claimed:
-                params = next(p for p in _grid(space) if json.dumps(p, sort_keys=True) not in done.keys() | claimed)
+            params = study.ask(done)
+            taken = done.keys() | claimed
+            if _key(params) in taken:
+                params = next(p for p in _grid(space) if _key(p) not in taken)
             changed = {k: v for k, v in params.items() if base_values.get(k) != v}
             candidate = with_values(base, params)
             note = "tuner: " + (", ".join(f"{k}={v}" for k, v in sorted(changed.items())) or "base values")
             await bench.evaluate(candidate, parent_id=best.id, tunables=dict(params), note=note)
-            current = bench.best()
-            if current is not None and code_family(current.solution) != code_family(best.solution):
-                return WorkOutcome.STOPPED  # another agent's new code is the best now: start over from it
+            best_id = bench.row().best_attempt_id
+            if best_id is not None and best_id != best_seen:
+                current = bench.best()
+                best_seen = best_id
+                if current is not None and code_family(current.solution) != family:
+                    return WorkOutcome.STOPPED  # another agent's new code is the best now: start over from it
 
 
 def _grid(space: dict[str, tuple]):

@@ -75,8 +75,9 @@ class Workbench:
         best_id = self.row().best_attempt_id
         return self.store.attempt(best_id) if best_id is not None else None
 
-    def attempts(self, limit: int | None = None) -> list[AttemptRow]:
-        return self.store.attempts(self.problem_id, limit=limit)
+    def attempts(self, limit: int | None = None, *, since_id: int = 0) -> list[AttemptRow]:
+        """This problem's attempts, oldest first: the newest ``limit``, or those with an id above ``since_id``."""
+        return self.store.attempts(self.problem_id, since_id=since_id, limit=limit)
 
     def frontier(self) -> tuple[FrontierMember, ...]:
         return self.row().frontier

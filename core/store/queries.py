@@ -4,8 +4,50 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 
 from core.store import model
+
+
+@dataclass(frozen=True)
+class AttemptHead:
+    """What recording an attempt's result needs of it (``Queries.attempt_head``)."""
+
+    id: int
+    problem_id: int
+    agent_id: int | None
+    state: str
+    full: bool
+    note: str
+
+
+def passing_entry(attempt_id: int, times_json: str | None, full: int | bool, speedup: float | None,
+                  parents_json: str | None, scale: dict[int, float] | None,
+                  spreads: dict[int, float]) -> model.PassingTimes:
+    """A passing attempt as ``Queries.passing_times`` gives it, from its columns; ``scale``: workload -> the
+    factor that brings a time measured on its GPU model to the problem's ``baseline_model`` (None: measured there)."""
+    times = {int(k): v for k, v in json.loads(times_json or "{}").items()}
+    if scale is not None:
+        times = {i: ms * scale[i] for i, ms in times.items() if i in scale}
+    return model.PassingTimes(attempt_id, times, bool(full), speedup, len(json.loads(parents_json or "[]")) > 1,
+                              spreads)
+
+
+def verdict_spreads(verdict: dict | None) -> dict[int, float]:
+    """Workload index -> the timing's relative spread, from a verdict dict as the store's JSON holds it (what
+    ``Queries.passing_times`` reads with ``json_each``)."""
+    workloads = verdict.get("workloads") if isinstance(verdict, dict) else None
+    if isinstance(workloads, dict):
+        workloads = list(workloads.values())
+    spreads: dict[int, float] = {}
+    for w in workloads if isinstance(workloads, list) else ():
+        if not isinstance(w, dict):
+            continue
+        index, timing = w.get("index"), w.get("timing")
+        spread = timing.get("spread") if isinstance(timing, dict) else None
+        if isinstance(index, (int, float)) and isinstance(spread, (int, float)):
+            spreads[int(index)] = float(spread)
+    return spreads
 
 
 class Queries:
@@ -36,6 +78,13 @@ class Queries:
     def attempt(self, attempt_id: int) -> model.AttemptRow | None:
         row = self.conn.execute("SELECT * FROM attempts WHERE id = ?", (attempt_id,)).fetchone()
         return model.attempt_from_row(row) if row else None
+
+    def attempt_head(self, attempt_id: int) -> AttemptHead | None:
+        """An attempt's state and who made it for what, without decoding its solution or verdict."""
+        row = self.conn.execute("SELECT id, problem_id, agent_id, state, full, note FROM attempts WHERE id = ?",
+                                (attempt_id,)).fetchone()
+        return AttemptHead(row["id"], row["problem_id"], row["agent_id"], row["state"], bool(row["full"]),
+                           row["note"]) if row else None
 
     def attempts(self, problem_id: int | None = None, agent_id: int | None = None, *, state: str | None = None,
                  since_id: int = 0, limit: int | None = None) -> list[model.AttemptRow]:
@@ -104,17 +153,11 @@ class Queries:
             if r["idx"] is not None and isinstance(r["spread"], (int, float)):
                 spreads.setdefault(r["id"], {})[int(r["idx"])] = float(r["spread"])
         scales = self._time_scales(problem_id)
-        result = []
-        for r in self.conn.execute(
-                "SELECT id, times_json, full, speedup, parents_json, device_model FROM attempts WHERE problem_id = ? "
-                "AND state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,)):
-            times = {int(k): v for k, v in json.loads(r["times_json"] or "{}").items()}
-            scale = scales.get(r["device_model"])
-            if scale is not None:
-                times = {i: ms * scale[i] for i, ms in times.items() if i in scale}
-            result.append(model.PassingTimes(r["id"], times, bool(r["full"]), r["speedup"],
-                                             len(json.loads(r["parents_json"] or "[]")) > 1, spreads.get(r["id"], {})))
-        return result
+        return [passing_entry(r["id"], r["times_json"], r["full"], r["speedup"], r["parents_json"],
+                              scales.get(r["device_model"]), spreads.get(r["id"], {}))
+                for r in self.conn.execute(
+                    "SELECT id, times_json, full, speedup, parents_json, device_model FROM attempts WHERE "
+                    "problem_id = ? AND state = 'done' AND status = 'PASSED' ORDER BY id", (problem_id,))]
 
     def _time_scales(self, problem_id: int) -> dict[str, dict[int, float]]:
         """GPU model -> workload -> T_b(baseline_model) / T_b(that model), for the models measured apart."""

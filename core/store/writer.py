@@ -6,19 +6,22 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from bisect import insort
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from core.store import model
 from core.store.check import NotARunStore, check_store_file, reason
-from core.store.queries import Queries
+from core.store.queries import Queries, passing_entry, verdict_spreads
 from core.store.schema import DB_NAME, migrate
 
 _PROBLEM_FIELDS = {"op", "priority", "paused", "pinned", "status", "best_attempt_id", "best_speedup", "best_sol",
                    "seed_attempt_id", "seed_speedup", "seed_sol", "attempts", "failures_in_row", "since_improvement",
                    "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at"}
 MAX_NOTE_CHARS = 500
+CACHED_ATTEMPTS = 4096  # finished attempts kept decoded in memory (the oldest read is dropped first)
 _AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model",
                  "profile"}
 
@@ -61,6 +64,11 @@ class RunStore(Queries):
         self._agents: dict[int, model.AgentRow] | None = None
         self._dirty_problems: set[int] = set()
         self._dirty_agents: set[int] = set()
+        # Finished attempts as read (decoded once: a best or a parent is read for every trial), and each problem's
+        # passing times for its frontier, extended by finish_attempt rather than read again after every attempt.
+        self._done_attempts: dict[int, model.AttemptRow] = {}
+        self._passing: dict[int, list[model.PassingTimes]] = {}
+        self._scales: dict[int, dict[str, dict[int, float]]] = {}
 
     def problems(self) -> list[model.ProblemRow]:
         if self._problems is None:
@@ -98,8 +106,45 @@ class RunStore(Queries):
         self._dirty_agents.clear()
         return list(self._agents.values())
 
+    def attempt(self, attempt_id: int) -> model.AttemptRow | None:
+        """A finished attempt from memory once read (only this writer changes one, and it forgets it then); a
+        pending one from the store."""
+        row = self._done_attempts.get(attempt_id)
+        if row is None:
+            row = super().attempt(attempt_id)
+            if row is not None and row.state == "done":
+                self._remember_attempt(row)
+        return row
+
+    def _remember_attempt(self, row: model.AttemptRow) -> model.AttemptRow:
+        if len(self._done_attempts) >= CACHED_ATTEMPTS:
+            del self._done_attempts[next(iter(self._done_attempts))]
+        self._done_attempts[row.id] = row
+        return row
+
+    def passing_times(self, problem_id: int) -> list[model.PassingTimes]:
+        """As ``Queries.passing_times``; read once per problem, then extended by ``finish_attempt``."""
+        times = self._passing.get(problem_id)
+        if times is None:
+            times = self._passing[problem_id] = super().passing_times(problem_id)
+        return list(times)
+
+    def _time_scales(self, problem_id: int) -> dict[str, dict[int, float]]:
+        scales = self._scales.get(problem_id)
+        if scales is None:
+            scales = self._scales[problem_id] = super()._time_scales(problem_id)
+        return scales
+
+    def _forget_times(self, problem_id: int) -> None:
+        """The problem's T_b changed on some GPU model, so the scaled passing times must be read again."""
+        self._passing.pop(problem_id, None)
+        self._scales.pop(problem_id, None)
+
     def _forget_cached_rows(self) -> None:
         self._problems = self._agents = None
+        self._done_attempts.clear()
+        self._passing.clear()
+        self._scales.clear()
 
     def close(self) -> None:
         self.conn.close()
@@ -149,16 +194,19 @@ class RunStore(Queries):
     def set_problem_workloads(self, problem_id: int, workloads: list[dict[str, Any]], device_model: str = "") -> None:
         """The problem's T_b and T_sol per workload (``WorkloadInfo`` dicts), measured on ``device_model``."""
         self._dirty_problems.add(problem_id)
+        self._forget_times(problem_id)
         self.conn.execute("UPDATE problems SET workloads_json = ?, baseline_model = ? WHERE id = ?",
                           (json.dumps(workloads), device_model, problem_id))
 
     def set_model_workloads(self, problem_id: int, device_model: str, workloads: list[dict[str, Any]]) -> None:
         """T_b and T_sol per workload on another GPU model than the problem's ``baseline_model``."""
+        self._forget_times(problem_id)
         self.conn.execute("INSERT OR REPLACE INTO model_baselines (problem_id, device_model, workloads_json) "
                           "VALUES (?, ?, ?)", (problem_id, device_model, json.dumps(workloads)))
 
     def set_attempt_verified(self, attempt_id: int, outcome: str) -> None:
         """What re-verifying a best attempt with upstream's full rules gave (``core.fleet.verify``)."""
+        self._done_attempts.pop(attempt_id, None)
         self.conn.execute("UPDATE attempts SET verified = ? WHERE id = ?", (self.redact(outcome), attempt_id))
 
     def set_problem_frontier(self, problem_id: int, members: list[dict[str, Any]]) -> None:
@@ -206,19 +254,33 @@ class RunStore(Queries):
                        build: dict[str, Any] | None = None, times_ms: dict[int, float] | None = None,
                        speedup: float | None = None, sol: float | None = None, gpu_seconds: float = 0.0,
                        node: str = "", gpu: int | None = None, device_model: str = "") -> bool:
-        """Complete a pending attempt; False (and nothing written) if it was already complete."""
-        cursor = self.conn.execute(
+        """Complete a pending attempt; False (and nothing written) if it was already complete. The finished row,
+        as written, is kept in memory for the reads that follow (the result's own, then as a best or a parent)."""
+        self._done_attempts.pop(attempt_id, None)
+        rows = self.conn.execute(
             "UPDATE attempts SET state = 'done', finished_at = ?, status = ?, reason = ?, verdict_json = ?, "
             "build_json = ?, times_json = ?, speedup = ?, sol = ?, gpu_seconds = ?, node = ?, gpu = ?, "
-            "device_model = ? WHERE id = ? AND state = 'pending'",
+            "device_model = ? WHERE id = ? AND state = 'pending' RETURNING *",
             (time.time(), status, self.redact(reason[:2000]),
              self.redact(json.dumps(verdict)) if verdict is not None else None,
              self.redact(json.dumps(build)) if build is not None else None,
              json.dumps({str(k): v for k, v in (times_ms or {}).items()}),
-             speedup, sol, gpu_seconds, node, gpu, device_model, attempt_id))
-        return cursor.rowcount == 1
+             speedup, sol, gpu_seconds, node, gpu, device_model, attempt_id)).fetchall()
+        if not rows:
+            return False
+        row = rows[0]
+        finished = self._remember_attempt(model.attempt_from_row(row))
+        if finished.passed and finished.problem_id in self._passing:
+            entry = passing_entry(attempt_id, row["times_json"], row["full"], finished.speedup, row["parents_json"],
+                                  self._time_scales(finished.problem_id).get(finished.device_model),
+                                  verdict_spreads(finished.verdict))
+            insort(self._passing[finished.problem_id], entry, key=lambda t: t.attempt_id)
+        return True
 
     def set_attempt_gain(self, attempt_id: int, gain: float) -> None:
+        kept = self._done_attempts.get(attempt_id)
+        if kept is not None:
+            self._done_attempts[attempt_id] = replace(kept, gain=gain)
         self.conn.execute("UPDATE attempts SET gain = ? WHERE id = ?", (gain, attempt_id))
 
     def transaction(self):

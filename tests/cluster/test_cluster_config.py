@@ -89,7 +89,7 @@ def test_unreachable_head_is_one_error(tmp_path):
 def test_bad_ray_option_and_resume_with_ray_are_errors(tmp_path):
     assert "--ray: expected" in _one_error(_run("--ray", "gpu-head", "--headless", "--run-dir", tmp_path / "r"))
     line = _one_error(_run("--resume", tmp_path / "r", "--ray", "auto", "--headless"))
-    assert "its Ray address too" in line
+    assert "its Ray address and budgets too" in line
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ or counted twice.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import socket
@@ -231,13 +230,11 @@ class Fleet:
     async def run(self) -> str:
         """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
         self.open()
-        async with contextlib.AsyncExitStack() as held:
-            # The evaluator outlives the run's scope: a stopped run still re-verifies its bests on it.
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self.stop_reason:
-                    scope.cancel()
-                evaluator = await held.enter_async_context(self._make_evaluator())
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self.stop_reason:
+                scope.cancel()
+            async with self._make_evaluator() as evaluator:
                 self.evaluator = evaluator
                 policy = EvaluationPolicy(self.config.evaluation.rounds, self.timing, self.blob_roots,
                                           self.config.planner.plateau_min_gain)
@@ -268,12 +265,12 @@ class Fleet:
                     if "core.llm" in sys.modules:  # only runs that had LLM agents imported it
                         with anyio.CancelScope(shield=True):
                             await sys.modules["core.llm"].LlmClient.close_shared()
-            await self._verify_bests()
-        state = "finished" if self.finished else "stopped"
-        self._record_metrics()
         usage = self._usage()
         if usage is not None and usage.wanted_s > 0:
             self.event("log", f"pool since this start: {usage.summary()}")
+        await self._verify_bests()
+        state = "finished" if self.finished else "stopped"
+        self._record_metrics()
         self.store.set_run_state(state)
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
         self.store.close()
@@ -281,7 +278,8 @@ class Fleet:
 
     async def _verify_bests(self) -> None:
         """Re-verify each problem's best with upstream's full rules (``core.fleet.verify``), after the run's work, in
-        a scope of its own: the run's may be cancelled by now (a stop), and a stop asked during this cancels it."""
+        a scope of its own (the run's is cancelled by now; a stop asked during this cancels it) and on an evaluator
+        of its own: the run's was closed with the requests its cancellation cut short."""
         rounds = self.config.evaluation.verify_rounds
         if not rounds or not hasattr(self, "life"):
             return
@@ -294,15 +292,17 @@ class Fleet:
                           f"inputs (upstream's rule; Ctrl-C or a stop control skips the rest)")
         with anyio.CancelScope() as scope:
             self._scope = scope
-            limiter = anyio.CapacityLimiter(max(1, len(self.evaluator.placements())))
+            async with self._make_evaluator() as evaluator:
+                self.life.evaluator = evaluator
+                limiter = anyio.CapacityLimiter(max(1, len(evaluator.placements())))
 
-            async def one(problem_id: int) -> None:
-                async with limiter:
-                    await verifier.verify(problem_id, self.problems[problem_id])
+                async def one(problem_id: int) -> None:
+                    async with limiter:
+                        await verifier.verify(problem_id, self.problems[problem_id])
 
-            async with anyio.create_task_group() as tg:
-                for problem_id in waiting:
-                    tg.start_soon(one, problem_id)
+                async with anyio.create_task_group() as tg:
+                    for problem_id in waiting:
+                        tg.start_soon(one, problem_id)
         if scope.cancelled_caught:
             self.event("log", f"re-verification stopped; {len(verifier.unverified())} bests are not re-verified")
 

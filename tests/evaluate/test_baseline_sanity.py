@@ -88,6 +88,11 @@ def test_inversions_flag_the_smaller_workload_only_where_sizes_grow(tmp_path):
     # Within the factor: a larger workload may be a little faster (noise, a better kernel path).
     assert sanity.inversions(problem, [b[0].replace(baseline_ms=1.9), b[1]]) == {}
     assert sanity.inversions(problem, [b[1], b[2]]) == {}  # 3 ms for 8x the rows: slower, not inverted
+    # Two tiny CPU workloads near the fixed per-call cost: 50 us against 10 us is noise, not a wrong figure.
+    tiny = [tb.WorkloadBaseline(index=0, baseline_ms=0.05, device_name="cpu"),
+            tb.WorkloadBaseline(index=1, baseline_ms=0.01, device_name="cpu")]
+    assert sanity.inversions(problem, tiny) == {}
+    assert set(sanity.inversions(problem, [tiny[0].replace(baseline_ms=1.5), tiny[1]])) == {0}
     assert sanity.below_roofline(b[1], 2.0).startswith("T_b 1 ms is under T_sol 2 ms")
     assert sanity.below_roofline(b[1], 0.5) == "" and sanity.below_roofline(b[1], None) == ""
 

@@ -7,7 +7,9 @@ against it and no later run reuses it.
   ``RETIMES`` more timings.
 - Across workloads (the pool, after measuring a problem): where one workload's sizes are all at most another's and
   it moves at most half the bytes, its T_b must not be more than ``MAX_INVERSION`` times the larger one's (a 1024x64
-  RMSNorm measured at 76 ms beside 13 us for 256 rows: the machine was busy, not the kernel slow).
+  RMSNorm measured at 76 ms beside 13 us for 256 rows: the machine was busy, not the kernel slow), nor more than
+  ``INVERSION_FLOOR_MS`` over it: two tiny workloads near the device's fixed per-call cost may trade places by
+  noise alone.
 - Against the roofline (the fleet, which knows T_sol): a T_b under T_sol is faster than the hardware can go.
 """
 
@@ -23,6 +25,7 @@ MAX_SPREAD_CPU = 1.0
 RETIMES = 2
 MAX_INVERSION = 2.0
 MIN_BYTES_RATIO = 2.0
+INVERSION_FLOOR_MS = {"cpu": 1.0, "cuda": 0.02}
 
 
 def timed_spread(result: WorkloadBaseline) -> float | None:
@@ -57,7 +60,8 @@ def inversions(problem: Problem, results: Sequence[WorkloadBaseline]) -> dict[in
                 continue
             if moved[large.index] < MIN_BYTES_RATIO * max(moved[small.index], 1):
                 continue
-            if small.baseline_ms > MAX_INVERSION * large.baseline_ms:
+            floor = INVERSION_FLOOR_MS["cpu" if small.device_name == "cpu" else "cuda"]
+            if small.baseline_ms > MAX_INVERSION * large.baseline_ms and small.baseline_ms - large.baseline_ms > floor:
                 found[small.index] = (f"T_b {small.baseline_ms:.4g} ms is over {MAX_INVERSION:g}x the "
                                       f"{large.baseline_ms:.4g} ms of workload {large.index}, which is larger")
     return found

@@ -105,7 +105,7 @@ def test_summary_after(run_dir):
         problems, fleet = summarize(reader)
     assert [p.key for p in problems] == list(PLAN)
     assert problems[0] == ProblemSummary("norm/001_rmsnorm_llama3_1_8b", "001_rmsnorm_llama3_1_8b", "norm",
-                                         "active", 3, 4.0, 0.8, 2.0, 0.6)
+                                         "active", 3, 4.0, 0.8, 2.0, 0.6, "passed: 10 rounds of fresh inputs")
     assert problems[3] == ProblemSummary(ODD, "odd<name>&co", "misc", "failed", 1, None, None, None, None)
     assert fleet == FleetSummary(
         problems=4, with_result=3, geomean_speedup=pytest.approx(2.0, rel=1e-12), beating_baseline=2,

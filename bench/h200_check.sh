@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|evalbench|seeds|fleet|llm|team [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|default|upstream|evalbench|seeds|fleet|llm|team [problem paths...]
 # Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
 # its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
@@ -11,6 +11,12 @@ wheels() {  # what `pip install .` brings beyond the machine's own packages (opt
   flock /tmp/site.lock bash -c '[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps \
     --no-compile --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }'
   export PYTHONPATH=/tmp/site:$PWD
+}
+solx() {  # what NVIDIA's sol-execbench CLI needs beyond the wheels (../shared/tools/h200-solx, carried in .solxwhl)
+  wheels
+  flock /tmp/site.lock bash -c '[ -f /tmp/site/.solx ] || { python3 -m pip install -q --no-index --no-deps \
+    --no-compile --target /tmp/site $(ls .solxwhl/*.whl | grep -v -e pydantic -e annotated_types \
+    -e typing_inspection) && touch /tmp/site/.solx; }'
 }
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -29,6 +35,34 @@ case $part in
     wheels
     p=problems/norm/001_rmsnorm_llama3_1_8b
     timeout 120 python3 -m cli.main eval $p --solution $p/solutions/seed_cuda.json 2>&1 | tee "$OUT/readme-eval.txt" ;;
+  default)
+    # The README's main command as a new user runs it (built-in config, every GPU), timed, with the GPU's
+    # utilization sampled each second; the run lives in $RUN (default /tmp/kfdefault) for the upstream part.
+    wheels
+    RUN=${RUN:-/tmp/kfdefault}
+    nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu-util.csv" &
+    smi=$!
+    start=$(date +%s.%N)
+    timeout -k 60 -s INT "${LIMIT:-420}" python3 -m cli.main run --headless --run-dir "$RUN" > "$OUT/default.log" 2>&1
+    rc=$?
+    wall=$(python3 -c "import time; print(f'{time.time() - $start:.0f}')")
+    kill $smi
+    busy=$(awk -F', ' '{n++; if ($2 > 0) b++; s += $2} END {printf "%.0f%% of samples busy, mean %.0f%%", 100*b/n, s/n}' \
+      "$OUT/gpu-util.csv")
+    echo "default run: rc $rc, wall ${wall} s, GPU $busy" | tee "$OUT/default-summary.txt"
+    python3 -m cli.main report "$RUN" --html "$OUT/report.html" > "$OUT/report.txt" 2>&1
+    cp "$RUN/run.sqlite" "$OUT/" ;;
+  upstream)
+    # NVIDIA's own CLI on the exports of the run in $RUN (bench/upstream_export_check.sh); upstream's sources are
+    # carried in .upstream/src (a copy of ../shared/sol-execbench/upstream/src).
+    solx
+    RUN=${RUN:-/tmp/kfdefault}
+    rm -rf /tmp/kfexport
+    SOL_EXECBENCH_SRC=$PWD/.upstream/src timeout "${LIMIT:-500}" bash bench/upstream_export_check.sh "$RUN" \
+      /tmp/kfexport > "$OUT/upstream.txt" 2>&1
+    echo "rc $?" >> "$OUT/upstream.txt"
+    tar czf "$OUT/export.tgz" -C /tmp kfexport
+    cat "$OUT/upstream.txt" ;;
   evalbench)
     timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" "$@" 2>&1 | tail -30 ;;
   seeds)

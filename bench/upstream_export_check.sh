@@ -9,7 +9,9 @@
 #
 # Each exported solution is evaluated against the problem folder the run used (its definition.json and
 # workload.jsonl, read from the run store) by `sol-execbench PROBLEM --solution OUT/.../solution.json`. A problem
-# passes when upstream writes one trace per workload and every trace's status is PASSED.
+# passes when upstream writes one trace per workload and every trace's status is PASSED; for a problem that passes
+# it prints how upstream's latencies compare with the best attempt's times in the run (geomean and worst ratio, and
+# how many workloads are within 10%).
 #
 # Environment:
 #   PYTHON              the interpreter with kernelfleet, and a CUDA torch for upstream (default: python3)
@@ -35,7 +37,7 @@ if [[ ! -d "$src/sol_execbench" ]]; then
   echo "error: upstream's sources are not at $src (set SOL_EXECBENCH_SRC)" >&2
   exit 2
 fi
-if ! PYTHONPATH="$src" "$python" -c "import sol_execbench.cli, torch; assert torch.cuda.is_available()" 2>/dev/null; then
+if ! PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$python" -c "import sol_execbench.cli, torch; assert torch.cuda.is_available()" 2>/dev/null; then
   echo "error: $python cannot import upstream's CLI with a CUDA torch (install its dependencies; needs a GPU)" >&2
   exit 2
 fi
@@ -51,34 +53,53 @@ from core.store import RunReader
 with RunReader(Path(sys.argv[1])) as reader:
     for p in reader.problems():
         if (Path(sys.argv[2]) / p.subset / p.name / "solution.json").is_file():
-            print(f"{p.subset}/{p.name}\t{p.path}")
+            print(f"{p.subset}/{p.name}\t{p.path}\t{p.id}")
 EOF
 )"
 
 failed=0
 total=0
-while IFS=$'\t' read -r key problem; do
+while IFS=$'\t' read -r key problem problem_id; do
   [[ -z "$key" ]] && continue
   total=$((total + 1))
   folder="$out/$key"
-  if PYTHONPATH="$src" "$python" -c "from sol_execbench.cli import cli; cli()" "$problem" \
+  if PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$python" -c "from sol_execbench.cli import cli; cli()" "$problem" \
       --solution "$folder/solution.json" --compile-timeout "$compile_timeout" -o "$folder/trace.jsonl" \
       >"$folder/upstream.log" 2>&1; then
-    verdict="$("$python" - "$folder/trace.jsonl" "$problem/workload.jsonl" <<'EOF'
-import json, sys
+    verdict="$("$python" - "$folder/trace.jsonl" "$problem/workload.jsonl" "$run_dir" "$problem_id" <<'EOF'
+import json, math, sys
+from pathlib import Path
+from core.store import RunReader
 traces = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-workloads = sum(1 for line in open(sys.argv[2]) if line.strip())
+index = {json.loads(line)["uuid"]: i for i, line in enumerate(open(sys.argv[2])) if line.strip()}
 statuses = [(t.get("evaluation") or {}).get("status", "NO_EVALUATION") for t in traces]
 bad = [s for s in statuses if s != "PASSED"]
-print("PASSED" if len(statuses) == workloads and not bad else
-      f"{len(statuses)}/{workloads} traces, not passed: {', '.join(sorted(set(bad))) or 'missing traces'}")
+if len(statuses) != len(index) or bad:
+    print(f"{len(statuses)}/{len(index)} traces, not passed: {', '.join(sorted(set(bad))) or 'missing traces'}")
+    sys.exit()
+with RunReader(Path(sys.argv[3])) as reader:
+    best = reader.attempt(reader.problem(int(sys.argv[4])).best_attempt_id)
+ratios = []  # upstream's latency over kernelfleet's time of the same workload
+for t in traces:
+    ours = best.times_ms.get(index.get(t["workload"]["uuid"], -1))
+    theirs = (t["evaluation"].get("performance") or {}).get("latency_ms")
+    if ours and theirs:
+        ratios.append(theirs / ours)
+if not ratios:
+    print("PASSED (no times to compare)")
+    sys.exit()
+geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+worst = max(ratios, key=lambda r: abs(math.log(r)))
+within = sum(abs(r - 1) <= 0.10 for r in ratios)
+print(f"PASSED · upstream/kernelfleet time: geomean {geomean:.3f}, worst {worst:.3f}, "
+      f"{within}/{len(ratios)} workloads within 10%")
 EOF
 )"
   else
     verdict="upstream's CLI failed (see $folder/upstream.log)"
   fi
   echo "$key: $verdict"
-  [[ "$verdict" == "PASSED" ]] || failed=$((failed + 1))
+  [[ "$verdict" == PASSED* ]] || failed=$((failed + 1))
 done <<<"$plan"
 
 echo "upstream passed $((total - failed)) of $total exported solutions (exports and logs in $out)"

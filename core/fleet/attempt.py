@@ -85,14 +85,15 @@ class AttemptLife:
             content_hash=content_hash(as_dict), profile=candidate.profile)
 
     async def complete(self, problem_id: int, problem: Problem, attempt_id: int, solution: Solution,
-                       workloads: tuple[int, ...] | None, *, decided: Verdict | None = None) -> Recorded:
-        """Evaluate a pending attempt at its problem's priority and record the result; ``decided``: a verdict
-        reached before any build (a static check, the reviewer), recorded as it is."""
+                       workloads: tuple[int, ...] | None, *, decided: Verdict | None = None,
+                       priority: int | None = None) -> Recorded:
+        """Evaluate a pending attempt at ``priority`` (None: its problem's) and record the result; ``decided``: a
+        verdict reached before any build (a static check, the reviewer), recorded as it is."""
         if decided is not None:
             evaluation = Evaluation(decided, None)
         else:
-            evaluation = await self.evaluate(problem, solution, workloads,
-                                             priority=self.store.problem(problem_id).priority)
+            evaluation = await self.evaluate(problem, solution, workloads, priority=self.store.problem(
+                problem_id).priority if priority is None else priority)
         verdict = evaluation.verdict
         if self.baselines is not None and verdict.status is Status.PASSED:
             workloads = await self.baselines.workloads(problem_id, problem, evaluation.placement)

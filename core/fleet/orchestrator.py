@@ -29,7 +29,7 @@ from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy, content_hash
-from core.fleet.baselines import ModelBaselines
+from core.fleet.baselines import PREPARATION_PRIORITY, ModelBaselines
 from core.fleet import capability
 from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.composite import CompositeError, compose
@@ -41,7 +41,7 @@ from core.fleet.seeds import pick_seed
 from core.fleet.verify import BestVerifier
 from core.fleet.workbench import BenchServices, Workbench
 from core.planner import PlannerInput, ProblemActivity, RunTotals, plan
-from core.planner.model import lane
+from core.planner.model import DONE, OVER_BUDGET, PLATEAUED, lane
 from core.planner.profiles import choose_escalation, choose_switch, profile_specs, round_robin
 from core.store.controls import COMMANDS
 from core.problem import load_problems
@@ -113,6 +113,9 @@ class Fleet:
         self._profiles_judged_at = time.monotonic()
         self._tasks: anyio.abc.TaskGroup | None = None  # the run's task group, where composites are evaluated
         self.composing: set[int] = set()  # problems whose composite is being built or evaluated
+        self.verifying: set[int] = set()  # closed problems whose best is being re-verified during the run
+        self.verifier: BestVerifier | None = None
+        self._settled: dict[int, int] = {}  # problem -> the best attempt last checked for re-verification
         self._recompose: set[int] = set()  # problems whose frontier changed while composing
         self._composites_tried: set[str] = set()  # content hashes of composites begun by this process
         self._compose_refused: set[tuple[int, ...]] = set()  # frontiers already logged as not composable
@@ -244,6 +247,10 @@ class Fleet:
                                                 log=lambda line, problem_id=None: self.event("log", line,
                                                                                              problem_id=problem_id))
                 self.life = AttemptLife(self.store, evaluator, policy, self.baselines)
+                if self.config.evaluation.verify_rounds:
+                    self.verifier = BestVerifier(self.store, self.life, self.config.evaluation.verify_rounds,
+                                                 log=lambda line, problem_id=None: self.event("log", line,
+                                                                                              problem_id=problem_id))
                 self.services = self.bench_services(evaluator)
                 self.store.set_run_state("running", owner=f"{socket.gethostname()}:{os.getpid()}")
                 self.event("run", f"{'resumed' if self.resume else 'started'}: {len(self.problems)} problems, "
@@ -280,11 +287,10 @@ class Fleet:
         """Re-verify each problem's best with upstream's full rules (``core.fleet.verify``), after the run's work, in
         a scope of its own (the run's is cancelled by now; a stop asked during this cancels it) and on an evaluator
         of its own: the run's was closed with the requests its cancellation cut short."""
-        rounds = self.config.evaluation.verify_rounds
-        if not rounds or not hasattr(self, "life"):
+        verifier = self.verifier
+        if verifier is None:
             return
-        verifier = BestVerifier(self.store, self.life, rounds, log=lambda line, problem_id=None: self.event(
-            "log", line, problem_id=problem_id))
+        rounds = verifier.rounds
         waiting = [pid for pid in verifier.unverified() if pid in self.problems]
         if not waiting:
             return
@@ -305,6 +311,36 @@ class Fleet:
                         tg.start_soon(one, problem_id)
         if scope.cancelled_caught:
             self.event("log", f"re-verification stopped; {len(verifier.unverified())} bests are not re-verified")
+
+    def _verify_settled(self) -> None:
+        """Re-verify a problem's best once the problem is closed and settled (no agent's turn, composite or attempt
+        in flight on it, any of which could still change its best) while other problems still run, so that the
+        end of the run has only what changed since left to verify (``_verify_bests``)."""
+        if self.verifier is None or self._tasks is None:
+            return
+        busy = {self.assignment.get(a) for a in self.working} | self.composing | self.verifying
+        for row in self.store.problems():
+            if row.status not in (DONE, PLATEAUED, OVER_BUDGET) or row.best_attempt_id is None or row.id in busy \
+                    or row.id not in self.problems or self._settled.get(row.id) == row.best_attempt_id:
+                continue
+            if self.store.attempts(row.id, state="pending"):
+                continue
+            self._settled[row.id] = row.best_attempt_id
+            if self.store.attempt(row.best_attempt_id).verified:
+                continue
+            self.verifying.add(row.id)
+            self._tasks.start_soon(self._verify_one, row.id)
+
+    async def _verify_one(self, problem_id: int) -> None:
+        try:
+            await self.verifier.verify(problem_id, self.problems[problem_id])
+        except Exception as exc:  # noqa: BLE001 - left unverified; the end of the run tries again
+            self.event("log", f"re-verification failed: {type(exc).__name__}: {str(exc)[:300]}",
+                       problem_id=problem_id)
+        finally:
+            self.verifying.discard(problem_id)
+            best = self.store.problem(problem_id).best_attempt_id
+            self._settled[problem_id] = best  # a demoted best's successor was verified in the same call
 
     def _make_evaluator(self) -> Evaluator:
         if self.evaluator_factory is not None:
@@ -401,24 +437,30 @@ class Fleet:
         for pending in self.store.attempts(problem_id, state="pending"):
             self.event("log", f"re-evaluating attempt {pending.id}, interrupted by the last stop",
                        agent_id=pending.agent_id, problem_id=problem_id)
-            await self._complete(problem_id, pending.id, parse_solution(pending.solution), pending.workloads)
+            await self._complete(problem_id, pending.id, parse_solution(pending.solution), pending.workloads,
+                                 priority=PREPARATION_PRIORITY)
         if not any(a.note == "seed" for a in self.store.attempts(problem_id)):
             solution, origin = pick_seed(problem, self.device, tuple(self.config.fleet.languages))
-            recorded = await self._attempt(problem_id, Candidate(solution, note="seed"))
+            recorded = await self._attempt(problem_id, Candidate(solution, note="seed"), priority=PREPARATION_PRIORITY)
             self.event("log", f"seed from {origin}: {_outcome_line(recorded.attempt)}", problem_id=problem_id)
 
-    async def _attempt(self, problem_id: int, candidate: Candidate, decided: Verdict | None = None) -> Recorded:
+    async def _attempt(self, problem_id: int, candidate: Candidate, decided: Verdict | None = None, *,
+                       priority: int | None = None) -> Recorded:
         """Begin, evaluate and record an attempt (``core.fleet.attempt``); ``decided``: a verdict reached before
-        any build (a static check, the reviewer), recorded as it is without an evaluation."""
+        any build (a static check, the reviewer), recorded as it is without an evaluation; ``priority`` None: the
+        problem's."""
         attempt_id = self.life.begin(problem_id, candidate)
-        return await self._complete(problem_id, attempt_id, candidate.solution, candidate.workloads, decided)
+        return await self._complete(problem_id, attempt_id, candidate.solution, candidate.workloads, decided,
+                                    priority=priority)
 
     async def _complete(self, problem_id: int, attempt_id: int, solution: Solution,
-                        workloads: tuple[int, ...] | None, decided: Verdict | None = None) -> Recorded:
+                        workloads: tuple[int, ...] | None, decided: Verdict | None = None, *,
+                        priority: int | None = None) -> Recorded:
         """Evaluate and record a pending attempt, then what the run does after each: the event, the problem's
         activity, and a composite of the frontier when a passing result may have changed it."""
         problem = self.problems[problem_id]
-        recorded = await self.life.complete(problem_id, problem, attempt_id, solution, workloads, decided=decided)
+        recorded = await self.life.complete(problem_id, problem, attempt_id, solution, workloads, decided=decided,
+                                            priority=priority)
         self.attempts_done += 1
         attempt = recorded.attempt
         history = self.activity.setdefault(problem_id, deque())
@@ -597,10 +639,12 @@ class Fleet:
                 self.event("log", line)
             self._plan_once()
             self._plan_profiles()
+            self._verify_settled()
             if ticks % 5 == 0:
                 self._record_metrics()
             ticks += 1
-            if self.prepared_all and not self.working and not self.composing and not any(self.assignment.values()):
+            if self.prepared_all and not self.working and not self.composing and not self.verifying \
+                    and not any(self.assignment.values()):
                 self.finished = True
                 self.request_stop("nothing left to do: every problem is plateaued, spent, paused or fully tuned, "
                                   "or no agent can work on it")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|default|upstream|evalbench|seeds|fleet|llm|team [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|default|upstream|evalcli|evalbench|seeds|fleet|llm|team [problem paths...]
 # Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
 # its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
@@ -63,6 +63,45 @@ case $part in
     echo "rc $?" >> "$OUT/upstream.txt"
     tar czf "$OUT/export.tgz" -C /tmp kfexport
     cat "$OUT/upstream.txt" ;;
+  evalcli)
+    # kernelfleet eval and NVIDIA's CLI on the same solutions, each started fresh (empty caches), no T_b:
+    #   bench/h200_check.sh evalcli PROBLEM_DIR=SOLUTION.json ...
+    # Prints the wall time of each and their per-workload latencies side by side.
+    solx
+    for pair in "$@"; do
+      problem=${pair%%=*}; solution=${pair#*=}; name=$(basename "$problem")
+      fresh=$(mktemp -d)
+      t0=$(date +%s.%N)
+      KERNELFLEET_CACHE_DIR=$fresh timeout 300 python3 -m cli.main eval "$problem" --solution "$solution" \
+        --no-baseline -o "$fresh/kf.jsonl" > "$fresh/kf.log" 2>&1
+      t1=$(date +%s.%N)
+      PYTHONPATH=$PWD/.upstream/src:$PYTHONPATH timeout 300 python3 -c "from sol_execbench.cli import cli; cli()" \
+        "$problem" --solution "$solution" -o "$fresh/up.jsonl" > "$fresh/up.log" 2>&1
+      t2=$(date +%s.%N)
+      python3 - "$name" "$t0" "$t1" "$t2" "$fresh" <<'EOF' | tee -a "$OUT/evalcli.txt"
+import json, sys
+from pathlib import Path
+name, t0, t1, t2, fresh = sys.argv[1], *map(float, sys.argv[2:5]), Path(sys.argv[5])
+def lat(file):
+    try:
+        rows = [json.loads(line) for line in open(file) if line.strip()]
+    except OSError:
+        return {}
+    return {r["workload"]["uuid"]: ((r.get("evaluation") or {}).get("status"),
+                                    ((r.get("evaluation") or {}).get("performance") or {}).get("latency_ms"))
+            for r in rows}
+ours, theirs = lat(fresh / "kf.jsonl"), lat(fresh / "up.jsonl")
+print(f"{name}: kernelfleet eval {t1 - t0:.1f} s, sol-execbench {t2 - t1:.1f} s")
+for uuid, (status, ms) in ours.items():
+    up = theirs.get(uuid, (None, None))
+    print(f"  {uuid[:8]} kernelfleet {status} {ms if ms is None else round(ms * 1e3, 2)} us | "
+          f"sol-execbench {up[0]} {up[1] if up[1] is None else round(up[1] * 1e3, 2)} us")
+if not ours:
+    print("  kernelfleet:", (fresh / "kf.log").read_text()[-600:])
+if not theirs:
+    print("  sol-execbench:", (fresh / "up.log").read_text()[-600:])
+EOF
+    done ;;
   evalbench)
     timeout "${LIMIT:-330}" python3 bench/evaluator_bench.py --out "$OUT/evaluator_bench.json" "$@" 2>&1 | tail -30 ;;
   seeds)

@@ -111,4 +111,5 @@ def compile_flags(
 def nvcc_command(
     nvcc: Path, flags: Sequence[str], *, include_dir: Path, output: Path, source: str
 ) -> list[str]:
-    return [str(nvcc), *flags, f"-I{include_dir}", "-o", str(output), source]
+    # The candidate's folder first, as upstream's build lists it ahead of CUTLASS's include folders.
+    return [str(nvcc), f"-I{include_dir}", *flags, "-o", str(output), source]

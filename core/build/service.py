@@ -15,6 +15,8 @@ from pathlib import Path, PurePosixPath
 import anyio
 
 from core.build.cache import BuildCache, CacheEntry, build_key
+from core.build.cutlass import MISSING as CUTLASS_MISSING
+from core.build.cutlass import cutlass_flags
 from core.build.diagnostics import Diagnostic, Diagnostics, parse_diagnostics, relativize
 from core.build.nvcc import compile_flags, detect_arch, find_nvcc, nvcc_command, nvcc_version
 from core.build.process import run_in_process_group
@@ -75,6 +77,10 @@ class BuildService:
             flags = compile_flags(arch, req.defines, req.extra_flags)
         except (ValueError, OSError, subprocess.SubprocessError) as error:
             return _refused(str(error), key="", started=started)
+        headers = cutlass_flags(req.sources)
+        if headers is None:
+            return _refused(CUTLASS_MISSING, key="", started=started)
+        flags = (*flags, *headers)
         key = build_key(sources=req.sources, compile=req.compile, flags=flags, arch=arch, nvcc_version=version)
 
         async with self._hold_key(key):

@@ -8,6 +8,8 @@
   installed): a Python entry, imported.
 * ``cuda_cpp`` with a C/C++/CUDA entry (binding ``torch`` or null, as upstream): a torch extension built with
   ``torch.utils.cpp_extension`` (slow, cached on disk).
+* ``cutlass``: built as ``cuda_cpp`` is, either way, with the CUTLASS headers (``core.build.cutlass``) on the
+  include path; refused with one line where none are found.
 * ``cuda_cpp`` with a ``.py`` entry: kernelfleet's fast path. The ``.cu`` sources are compiled by nvcc to cubins
   through ``core.build`` (about a second instead of a minute), and the Python entry launches them through cupy
   with ``core.solution.runtime``. Upstream requires a C/C++ entry for cuda_cpp, so such a file is a kernelfleet
@@ -21,6 +23,8 @@ import os
 from enum import Enum
 from pathlib import Path
 
+from core.build.cutlass import MISSING as CUTLASS_MISSING
+from core.build.cutlass import find_cutlass
 from core.errors import SpecError
 from core.solution.schema import CPP_SUFFIXES, Language, Solution
 
@@ -28,7 +32,7 @@ CUTE_DSL_MISSING = "CuTe DSL (nvidia-cutlass-dsl) is not installed in this envir
 CUTE_DSL_NO_GPU = "CuTe DSL needs a CUDA GPU; this machine has none"
 
 # Languages kernelfleet runs; every other upstream language gets a "not supported yet" error.
-_RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUDA_CPP}
+_RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUDA_CPP, Language.CUTLASS}
 
 
 class RunKind(str, Enum):
@@ -74,7 +78,9 @@ def run_kind(solution: Solution, file: str | Path | None = None, *, check_enviro
             if refusal is not None:
                 raise SpecError(file, f"spec.languages[{spec.languages.index(Language.CUTE_DSL)}]", refusal)
         return RunKind.PYTHON
-    # Only cuda_cpp is left among C++ languages.
+    # cuda_cpp and cutlass are left: built alike, CUTLASS's headers on the include path where a source includes them.
+    if check_environment and Language.CUTLASS in spec.languages and find_cutlass() is None:
+        raise SpecError(file, f"spec.languages[{spec.languages.index(Language.CUTLASS)}]", CUTLASS_MISSING)
     if solution.entry_file.endswith(CPP_SUFFIXES):
         return RunKind.TORCH_EXT
     if spec.binding is not None:

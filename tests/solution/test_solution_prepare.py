@@ -37,9 +37,10 @@ def test_unsupported_python_languages(language):
     assert f"language '{language}' is not supported by kernelfleet yet" in info.value.message
 
 
-def test_unsupported_cpp_language():
-    sol = make_solution({"k.cu": "x"}, languages=["cutlass"], entry="k.cu::run")
-    with pytest.raises(SpecError, match="'cutlass' is not supported by kernelfleet yet"):
+@pytest.mark.parametrize("language", ["cublas", "cudnn"])
+def test_unsupported_cpp_languages(language):
+    sol = make_solution({"k.cu": "x"}, languages=[language], entry="k.cu::run")
+    with pytest.raises(SpecError, match=f"'{language}' is not supported by kernelfleet yet"):
         run_async(prepare, sol)
 
 

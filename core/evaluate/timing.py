@@ -3,7 +3,9 @@ repetition, median and spread; all streams covered by a device-wide check.
 
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
 of GPU work (the L2 flush, and for trusted calls a spin) that the host must launch the whole call within for the
-call to count, so the time is the GPU's (see LaunchLead). A second, shorter pass starts each call on an idle GPU
+call to count, so the time is the GPU's (see LaunchLead). Where CUPTI can trace in the process, a led call is timed
+instead by its CUPTI kernel span (core.evaluate.cupti_span), as NVIDIA's SOL-ExecBench times it: the events
+themselves add 2-3 us on the GPU to each call. A second, shorter pass starts each call on an idle GPU
 and then waits for the current stream and for the whole device: when the device still has work to finish (work
 left on other streams), the time to the end of the device-wide synchronisation is reported instead, with the method
 saying so.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.evaluate.cupti_span import KernelSpanTracer
 from core.evaluate.verdict import Timing
 
 
@@ -159,13 +162,18 @@ def host_bound(led: int, calls: int, min_calls: int) -> bool:
     return led < min_calls and 2 * led < calls
 
 
-def led_samples(times: list[float], hosts: list[float], leads: list[float]) -> list[float]:
-    """The times of calls the host launched within the lead the GPU gave them (so the GPU never waited on the host
-    for them). ``hosts``: from before the lead's launch to after the call's end event, seconds; ``leads``: from an
+def led_calls(hosts: list[float], leads: list[float]) -> list[bool]:
+    """Per call, whether the host launched it within the lead the GPU gave it (so the GPU never waited on the host
+    for it). ``hosts``: from before the lead's launch to after the call's end event, seconds; ``leads``: from an
     event before the lead to the call's start event, on the GPU, seconds. The GPU reached the event before the lead
     no earlier than the host queued it, so it reached the start event after the host had launched the whole call
     whenever the lead outlasted the launch."""
-    return [t for t, h, lead in zip(times, hosts, leads, strict=True) if h < lead]
+    return [h < lead for h, lead in zip(hosts, leads, strict=True)]
+
+
+def led_samples(times: list[float], hosts: list[float], leads: list[float]) -> list[float]:
+    """The times of the calls launched within their lead (see led_calls)."""
+    return [t for t, led in zip(times, led_calls(hosts, leads), strict=True) if led]
 
 
 class RotatingInputs:
@@ -193,13 +201,93 @@ class RotatingInputs:
         return slot
 
 
+# A led call's event interval is its span plus the event pair's own cost on the GPU (2.3-2.8 us on the H200, whatever
+# the call's length). A span shorter than its events by more than this, plus this share of them, missed GPU work
+# the events saw (work hidden from CUPTI, say by turning its tracing off): the event time stands.
+SPAN_SHORTFALL_MS = 0.010
+SPAN_SHORTFALL_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class TimedCall:
+    """One timed call: its event interval (ms), its CUPTI span (ms; None when CUPTI was off or saw no GPU work
+    launched in the call's window) and whether the host launched it within its lead."""
+    event_ms: float
+    span_ms: float | None
+    led: bool
+
+    @property
+    def span_short(self) -> bool:
+        """Whether the span fell short of the events by more than their own cost (see SPAN_SHORTFALL_MS)."""
+        return self.span_ms is not None and (
+            self.event_ms - self.span_ms > SPAN_SHORTFALL_MS + SPAN_SHORTFALL_SHARE * self.event_ms)
+
+    @property
+    def spanned(self) -> bool:
+        """Timed by its span: only a led call whose span is not short. A call not led kept the GPU waiting for the
+        host, and its event time, host time in, stands (as the host-bound method says): a span would leave out the
+        host's work before the first launch, however long."""
+        return self.led and self.span_ms is not None and not self.span_short
+
+    @property
+    def time_ms(self) -> float:
+        return self.span_ms if self.spanned else self.event_ms
+
+
+EVENTS_METHOD = "cuda events per call, L2 flushed, device-wide check"
+SPAN_METHOD = "CUPTI kernel span per call, L2 flushed, device-wide check"
+HOST_BOUND_NOTE = "; host-bound: the calls kept the GPU waiting for the host"
+
+
+def timing_method(counted: list[TimedCall], traced: bool, bound: bool) -> str:
+    """The method of a timing from its counted calls; ``traced``: CUPTI traced all of them; ``bound``: host-bound
+    (the calls not led are counted too, at their event times)."""
+    method = SPAN_METHOD if any(c.spanned for c in counted) else EVENTS_METHOD
+    if traced and any(c.led and c.span_ms is None for c in counted):
+        method += ("; cuda events for the calls that launched no GPU work" if method == SPAN_METHOD
+                   else "; CUPTI saw no GPU work launched by the calls")
+    if traced and any(c.led and c.span_short for c in counted):
+        method += "; cuda events for the calls whose kernel span fell short of them"
+    if bound:
+        method += HOST_BOUND_NOTE
+        if method.startswith(SPAN_METHOD):
+            method += " (cuda events for the calls not led)"
+    return method
+
+
 def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
               policy: TimingPolicy = TimingPolicy(), *, trusted: bool = False) -> Timing:
     """Time ``call(i)`` for i = 0, 1, 2, ...; ``prepare(i)`` (untimed) stages the inputs of call i beforehand.
 
+    A call is timed by its CUPTI kernel span (core.evaluate.cupti_span) where CUPTI can trace in this process, by
+    its event interval otherwise, or where tracing fails midway (then for the whole timing).
+
     ``trusted``: the call is ours (the reference, torch.compile of it), so its lead may grow past the flush with a
     spin to cover a slow launch; a candidate's lead is the flush alone (see LaunchLead)."""
     flush = L2Flush(device, policy.flush_bytes)
+    # On from the warm-up, so that the launch times the lead is sized by include the tracing's own cost.
+    tracer, _ = KernelSpanTracer.start()
+    try:
+        timed = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
+        traced = tracer is not None and tracer.on
+    finally:
+        if tracer is not None:
+            tracer.stop()
+    if not traced:
+        timed = [TimedCall(c.event_ms, None, c.led) for c in timed]
+    counted = [c for c in timed if c.led]
+    bound = host_bound(len(counted), len(timed), policy.min_calls)
+    if bound:
+        counted = timed
+    median, spread = quantiles([c.time_ms for c in counted])
+    unseen = _device_wide_check(call, prepare, device, policy, flush, median / 1e3)
+    return unseen or Timing(median, spread, len(counted), timing_method(counted, traced, bound))
+
+
+def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
+                 policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer | None,
+                 trusted: bool) -> list[TimedCall]:
+    """Warm up, size the lead and the run, then time calls in batches until the led ones' median is stable."""
     launches = []
     for i in range(policy.warmup_calls):
         prepare(i)
@@ -220,44 +308,46 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     torch.cuda.synchronize(device)
     estimate_s = max(start.elapsed_time(end) / 1e3, 1e-6)
     planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
+    if tracer is not None:
+        tracer.discard()
 
     batch = min(BATCH_CALLS, planned)
-    befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True)
-                                       for _ in range(max(batch, policy.device_check_calls))] for _ in range(4))
-    times: list[float] = []
-    every: list[float] = []  # led or not: used only when too few calls were led (the call itself waits on the GPU)
+    befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(batch)]
+                                      for _ in range(4))
+    timed: list[TimedCall] = []
+    times: list[float] = []  # of the led calls, for the stability stop
     made = 0
     while len(times) < planned and not median_is_stable(times, policy) and made < planned + 2 * batch:
         count = min(batch, planned - len(times))
-        hosts = []
+        hosts, windows = [], []
         for j in range(count):
             prepare(made + j)
             began = time.perf_counter()
             befores[j].record()
             lead(flushed[j])
             starts[j].record()
+            # The call's host window, for CUPTI: the lead's and the events' launches fall outside it.
+            opened = tracer.now() if tracer is not None else 0
             call(made + j)
+            closed = tracer.now() if tracer is not None else 0
             ends[j].record()
             hosts.append(time.perf_counter() - began)
+            windows.append((opened, closed))
         made += count
         torch.cuda.synchronize(device)
         batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
         leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
         spins = [flushed[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
-        led = led_samples(batch_times, hosts, leads)
-        every += batch_times
-        times += led
+        spans = (tracer.spans_ms(windows) if tracer is not None else None) or [None] * count
+        batch_timed = [TimedCall(t, span, led) for t, span, led in zip(batch_times, spans, led_calls(hosts, leads),
+                                                                        strict=True)]
+        timed += batch_timed
+        times += [c.time_ms for c in batch_timed if c.led]
         lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads),
                    statistics.median(spins))
-        if not led and lead.capped:
+        if not any(c.led for c in batch_timed) and lead.capped:
             break
-    method = "cuda events per call, L2 flushed, device-wide check"
-    if host_bound(len(times), len(every), policy.min_calls):
-        times = every
-        method += "; host-bound: the calls kept the GPU waiting for the host"
-    median, spread = quantiles(times)
-    unseen = _device_wide_check(call, prepare, device, policy, flush, starts, ends, median / 1e3)
-    return unseen or Timing(median, spread, len(times), method)
+    return timed
 
 
 def left_unseen_work(lags: list[float], call_s: float) -> bool:
@@ -267,8 +357,7 @@ def left_unseen_work(lags: list[float], call_s: float) -> bool:
 
 
 def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
-                       policy: TimingPolicy, flush: L2Flush, starts: list, ends: list,
-                       call_s: float) -> Timing | None:
+                       policy: TimingPolicy, flush: L2Flush, call_s: float) -> Timing | None:
     """A shorter pass that catches work left on other streams, or None when there was none.
 
     Each call starts on an idle GPU (flush, then a device-wide synchronisation, no lead), so work the call puts on
@@ -277,7 +366,8 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
     streams, unseen by the current stream's events. Then the calls are timed as in this pass, to the end of the
     device-wide synchronisation, with the host's launch time in (conservative: honest kernels seldom need other
     streams)."""
-    after = [torch.cuda.Event(enable_timing=True) for _ in range(policy.device_check_calls)]
+    starts, ends, after = ([torch.cuda.Event(enable_timing=True) for _ in range(policy.device_check_calls)]
+                           for _ in range(3))
     lags, device_times = [], []
     for i in range(policy.device_check_calls):
         prepare(i)

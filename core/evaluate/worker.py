@@ -93,7 +93,7 @@ class _Watch:
 
         import torch
 
-        from core.evaluate import exchange, timing
+        from core.evaluate import cupti_span, exchange, timing
         from core.problem import inputs
 
         self.items: dict[str, tuple[Any, Any, Any]] = {}
@@ -113,23 +113,36 @@ class _Watch:
             ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
         ]:
             self._add(label, owner, name)
-        for name, value in vars(timing).items():
-            if name.startswith("__"):
-                continue
-            self._add(f"timing.{name}", timing, name)
-            if isinstance(value, type) and value.__module__ == timing.__name__:
-                for member in vars(value):
-                    if member not in ("__dict__", "__weakref__"):  # views made anew on each access
-                        self._add(f"timing.{name}.{member}", value, member)
+        for module in (timing, cupti_span):
+            short = module.__name__.rsplit(".", 1)[1]
+            for name, value in vars(module).items():
+                if name.startswith("__"):
+                    continue
+                self._add(f"{short}.{name}", module, name)
+                if isinstance(value, type) and value.__module__ == module.__name__:
+                    for member in vars(value):
+                        if member not in ("__dict__", "__weakref__"):  # views made anew on each access
+                            self._add(f"{short}.{name}.{member}", value, member, static=True)
+        # CUPTI's own functions that the span tracer calls (where it is installed): timestamps and records.
+        try:
+            cupti = cupti_span._load_cupti()
+        except Exception:  # noqa: BLE001 - no CUPTI here: spans are not used
+            cupti = None
+        for name in ("get_timestamp", "activity_flush_all", "activity_enable", "activity_disable",
+                     "activity_register_callbacks", "finalize"):
+            if cupti is not None and hasattr(cupti, name):
+                self._add(f"cupti.{name}", cupti, name)
 
-    def _add(self, label: str, owner: Any, name: str) -> None:
-        value = getattr(owner, name)
-        self.items[label] = (owner, name, (value, getattr(value, "__code__", None)))
+    def _add(self, label: str, owner: Any, name: str, static: bool = False) -> None:
+        """``static``: a class member, read from the class's own dict (a classmethod read through getattr is a new
+        bound method on each access)."""
+        value = vars(owner).get(name) if static else getattr(owner, name)
+        self.items[label] = (owner, name, static, (value, getattr(value, "__code__", None)))
 
     def tampered(self) -> list[str]:
         changed = []
-        for label, (owner, name, (value, code)) in self.items.items():
-            current = getattr(owner, name, None)
+        for label, (owner, name, static, (value, code)) in self.items.items():
+            current = vars(owner).get(name) if static else getattr(owner, name, None)
             if current is not value or getattr(current, "__code__", None) is not code:
                 changed.append(label)
         return changed

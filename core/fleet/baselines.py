@@ -97,7 +97,8 @@ class ModelBaselines:
 
 def compile_outcome(baselines: list[WorkloadBaseline]) -> str:
     """What a person checking T_b wants to know from the baseline line: where torch.compile had no time and why,
-    where eager beat it, which figures were not trusted, and where no lead could cover the launch."""
+    where eager beat it, which figures were not trusted, where no lead could cover the launch, and how long the
+    compiles took."""
     parts = []
     failed = [b for b in baselines if b.ok and b.compiled_ms is None and b.compile_reason]
     if failed:
@@ -114,4 +115,10 @@ def compile_outcome(baselines: list[WorkloadBaseline]) -> str:
     host_bound = [b for b in baselines if "host-bound" in b.timing_method]
     if host_bound:
         parts.append(f"T_b host-bound on workload {', '.join(str(b.index) for b in host_bound)}")
+    compiled = [b for b in baselines if b.compile_seconds and not b.cached]
+    total = sum(b.compile_seconds for b in compiled)
+    if total >= 1.0:  # where a preparation's time went; a cached T_b cost nothing this time
+        longest = max(compiled, key=lambda b: b.compile_seconds)
+        parts.append(f"torch.compile took {total:.0f} s over {len(compiled)} workloads (longest "
+                     f"{longest.compile_seconds:.0f} s, workload {longest.index})")
     return "".join(f"; {p}" for p in parts)

@@ -22,3 +22,15 @@ def test_a_compile_that_lost_or_failed_is_named_with_its_reason():
 def test_nothing_is_added_when_torch_compile_set_every_t_b():
     assert compile_outcome([WorkloadBaseline(0, baseline_ms=0.005, method="torch.compile", eager_ms=0.03,
                                               compiled_ms=0.005)]) == ""
+
+
+def test_the_compile_time_of_the_measured_workloads_is_told():
+    line = compile_outcome([
+        WorkloadBaseline(0, baseline_ms=0.005, method="torch.compile", eager_ms=0.03, compiled_ms=0.005,
+                         compile_seconds=4.2),
+        WorkloadBaseline(1, baseline_ms=0.007, method="torch.compile", eager_ms=0.04, compiled_ms=0.007,
+                         compile_seconds=61.0),
+        WorkloadBaseline(2, baseline_ms=0.009, method="torch.compile", eager_ms=0.05, compiled_ms=0.009,
+                         compile_seconds=30.0, cached=True),  # from the cache: no compile this time
+    ])
+    assert line == "; torch.compile took 65 s over 2 workloads (longest 61 s, workload 1)"

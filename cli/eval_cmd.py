@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,17 @@ def _pick_device(requested: str | None) -> str:
     return requested
 
 
+def _fits_device(solution, device: str) -> bool:
+    """Whether ``_check_device_fits`` would pass (False too for a solution kernelfleet cannot run at all)."""
+    from core.solution.support import run_kind
+
+    try:
+        _check_device_fits(solution, Path(), run_kind(solution), device)
+    except (InputFault, SpecError):
+        return False
+    return True
+
+
 def _check_device_fits(solution, solution_path: Path, kind, device: str) -> None:
     """On the CPU only pytorch solutions can run; say so before starting any worker."""
     from core.solution.schema import Language
@@ -253,18 +265,26 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     policy = TimingPolicy(**QUICK_TIMING) if args.quick_timing else TimingPolicy()
     blob_roots = tuple(str(p) for p in args.blob_root)
     builds = BuildService()
-    with err.status("building", spinner="dots"):
-        try:
-            prepared = await prepare(solution, builds)
-        except SpecError as exc:
-            raise InputFault(str(exc)) from None
-    if not prepared.ok:  # reported without starting any worker
-        verdict = compile_error_verdict(prepared, indices)
-        return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
-                       device_name=_device_label(device, ""))
-    _check_device_fits(solution, args.solution, prepared.kind, device)
-    async with LocalEvaluator(device, builds=builds, spare=False, workload_timeout_s=args.timeout,
-                              readable=[problem.path, *blob_roots]) as evaluator:
+    async with AsyncExitStack() as stack:
+        def start_pool() -> LocalEvaluator:
+            return LocalEvaluator(device, builds=builds, spare=False, workload_timeout_s=args.timeout,
+                                  readable=[problem.path, *blob_roots])
+
+        # The pool's judge and candidate processes start (and import torch) while the solution builds, unless it
+        # cannot run on this device: then it is only built, so that its compile errors are still reported.
+        evaluator = await stack.enter_async_context(start_pool()) if _fits_device(solution, device) else None
+        with err.status("building", spinner="dots"):
+            try:
+                prepared = await prepare(solution, builds)
+            except SpecError as exc:
+                raise InputFault(str(exc)) from None
+        if not prepared.ok:
+            verdict = compile_error_verdict(prepared, indices)
+            return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
+                           device_name=_device_label(device, ""))
+        _check_device_fits(solution, args.solution, prepared.kind, device)
+        if evaluator is None:
+            evaluator = await stack.enter_async_context(start_pool())
         outcome = Outcome(problem, solution, indices, device, verdict=None)
         if args.no_baseline:
             outcome.baseline_note = "T_b not measured (--no-baseline)"

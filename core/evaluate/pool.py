@@ -108,10 +108,18 @@ class _DeviceSlot:
         self.judge.close()
         self.judge = self._start("judge")
 
-    def close(self) -> None:
-        for worker in (self.judge, self.candidate, self.spare, *(b.process for b in self.baseliners)):
-            if worker is not None:
-                worker.close()
+    def workers(self) -> list[WorkerProcess]:
+        return [w for w in (self.judge, self.candidate, self.spare, *(b.process for b in self.baseliners))
+                if w is not None]
+
+    def close(self, deadline: float | None = None) -> None:
+        """Ask every worker to exit, then wait for them together until ``deadline`` (monotonic; None: 5 s)."""
+        workers = self.workers()
+        for worker in workers:
+            worker.ask_exit()
+        deadline = time.monotonic() + 5.0 if deadline is None else deadline
+        for worker in workers:
+            worker.finish_close(deadline - time.monotonic())
         if self.exchange_memory is not None:
             shutil.rmtree(self.exchange_memory, ignore_errors=True)
 
@@ -153,8 +161,11 @@ class EvaluationPool:
         self.close()
 
     def close(self) -> None:
+        for worker in (w for slot in self._slots for w in slot.workers()):
+            worker.ask_exit()  # all at once: each takes a moment to exit
+        deadline = time.monotonic() + 5.0
         for slot in self._slots:
-            slot.close()
+            slot.close(deadline)
         shutil.rmtree(self._root, ignore_errors=True)
         if self._cores_before is not None:
             confine_process(self._cores_before)

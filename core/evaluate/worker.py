@@ -539,4 +539,9 @@ def _stats(stats) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    # Out at once: the interpreter's teardown with torch (and CUDA) loaded takes about a second, and nothing of a
+    # worker needs it (every reply and file was written before).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

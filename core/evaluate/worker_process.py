@@ -139,12 +139,24 @@ class WorkerProcess:
                 pass
         self.conn.close()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        self.ask_exit()
+        self.finish_close(timeout_s)
+
+    def ask_exit(self) -> None:
+        """The first half of ``close``: ask the process to exit, without waiting (a pool asks all its workers first)."""
         if self.proc.poll() is None:
             try:
                 self.conn.send_bytes(b'{"op": "exit"}')
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+            except OSError:
+                pass
+
+    def finish_close(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the exit asked by ``ask_exit``, then kill what is left, and remove the scratch."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=max(0.0, timeout_s))
+            except subprocess.TimeoutExpired:
                 pass
         self.kill()
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,8 +1,11 @@
-"""Upstream-style C++/CUDA solutions: a torch extension built with ``torch.utils.cpp_extension.load``.
+"""Upstream-style C++/CUDA solutions: a torch extension built as ``torch.utils.cpp_extension.load`` builds it.
 
 This is upstream's build (every C/C++/CUDA source compiled, the solution folder on the include path, the
-``compile_options`` flags appended) plus the tunables as ``-D`` macros. It is slow (about a minute for one small
-``.cu`` on the H200 machine), so:
+``compile_options`` flags appended) plus the tunables as ``-D`` macros. The commands are torch's own, but
+kernelfleet runs them (``core.solution.torch_ext_build``): one compiler process per translation unit in parallel,
+each TU's object cached by content under ``cache_root()/"torch_ext"/"objects"``, a precompiled header for the
+torch header a C++ TU includes first under ``.../"pch"``. A build is still slow when a ``.cu`` that includes
+torch's headers changes (nvcc parses them twice and compiles them once), so:
 
 * it runs in a subprocess in its own process group, killed whole on timeout or cancellation;
 * a successful build is kept under ``cache_root()/"torch_ext"/<key>``, where ``key`` hashes everything that
@@ -30,16 +33,21 @@ from pathlib import Path, PurePosixPath
 import anyio
 
 from core.build.nvcc import detect_arch
+from core.build.cutlass import MISSING as CUTLASS_MISSING
+from core.build.cutlass import cutlass_flags
 from core.build.process import run_in_process_group
 from core.cache import cache_root
 from core.solution.diagnostics import summarize_build_log
 from core.solution.schema import CPP_COMPILED_SUFFIXES, Solution
+from core.solution.torch_ext_build import BUILD_SUMMARY
+from core.solution.torch_ext_objects import OBJECTS_SUBDIR
+from core.solution.torch_ext_pch import PCH_SUBDIR
 from core.solution.tunables import TUNABLES_FILE
 
 CACHE_SUBDIR = "torch_ext"
 RESULT_FILE = "result.json"
 LOG_FILE = "build.log"
-_FORMAT = "kernelfleet-torch-ext-1"
+_FORMAT = "kernelfleet-torch-ext-2"
 DEFAULT_TIMEOUT_S = 600.0
 _WORK_MARK = ".tmp-"
 _STALE_WORK_S = 6 * 3600.0
@@ -58,6 +66,8 @@ class ExtensionBuild:
     cache_hit: bool = False
     seconds: float = 0.0
     timed_out: bool = False
+    compiled: tuple[str, ...] = ()  # the TUs this build compiled
+    reused: tuple[str, ...] = ()  # the TUs whose cached object it linked
 
 
 def build_inputs(solution: Solution) -> dict[str, str]:
@@ -81,6 +91,7 @@ def extension_key(
         "ld_flags": list(opts.ld_flags) if opts else [],
         "defines": sorted((k, str(v)) for k, v in defines.items()),
         "arch": arch,
+        "cutlass": list(cutlass_flags(build_inputs(solution)) or ()),
         "torch": _torch_version(),
         "python": list(sys.version_info[:2]),
     }
@@ -109,11 +120,14 @@ async def build_extension(
     arch: str | None = None,
     cache_dir: Path | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    shared_dir: Path | None = None,
 ) -> ExtensionBuild:
     """Build (or find in the cache) the torch extension of a C++-entry solution. Failures come back as data.
 
     ``arch`` (``sm_90a``...) becomes TORCH_CUDA_ARCH_LIST; when None and there is a .cu source, it is
     ``core.build.detect_arch()`` (the GPU here, ``$KERNELFLEET_CUDA_ARCH``, else sm_90a), as for the fast path.
+    ``shared_dir`` holds the per-TU objects and precompiled headers, shared by all builds (default
+    ``cache_root()/"torch_ext"``, whatever ``cache_dir`` is: a failed build leaves nothing in ``cache_dir``).
     """
     started = time.monotonic()
     cache_dir = Path(cache_dir) if cache_dir else cache_root() / CACHE_SUBDIR
@@ -138,18 +152,30 @@ async def build_extension(
             target = src / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
-        compiled = sorted(p for p in build_inputs(solution) if PurePosixPath(p).suffix in CPP_COMPILED_SUFFIXES)
+        inputs = build_inputs(solution)
+        compiled = sorted(p for p in inputs if PurePosixPath(p).suffix in CPP_COMPILED_SUFFIXES)
         opts = solution.spec.compile_options
         define_flags = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+        cutlass = cutlass_flags(inputs)
+        if cutlass is None:
+            return ExtensionBuild(False, key, name, None, CUTLASS_MISSING, seconds=time.monotonic() - started)
+        # After the solution folder, as upstream orders them; the version define keys the objects by CUTLASS too.
+        define_flags += [f for f in cutlass if f.startswith("-D")]
+        shared = Path(shared_dir) if shared_dir else cache_root() / CACHE_SUBDIR
         request = {
             "name": name,
-            "sources": [str(src / p) for p in compiled],
-            "include": [str(src)],
+            "src": str(src),
+            "sources": compiled,
+            "headers": sorted(p for p in inputs if p not in compiled),
+            "defines": define_flags,
             "cflags": [*(opts.cflags if opts else ()), *define_flags],
             "cuda_cflags": [*(opts.cuda_cflags if opts else ()), *define_flags],
             "ld_flags": list(opts.ld_flags) if opts else [],
             "with_cuda": any(p.endswith(".cu") for p in compiled),
             "build_directory": str(work / "build"),
+            "include_extra": [f[2:] for f in cutlass if f.startswith("-I")],
+            "objects_dir": str(shared / OBJECTS_SUBDIR),
+            "pch_dir": str(shared / PCH_SUBDIR),
         }
         (work / "build").mkdir()
         (work / "request.json").write_text(json.dumps(request, indent=2))
@@ -163,6 +189,8 @@ async def build_extension(
         if outcome.returncode is None:
             return ExtensionBuild(False, key, name, None, f"torch extension build timed out after {timeout_s:g} s; "
                                   "the build and its children were killed", log, seconds=seconds, timed_out=True)
+        summary = _build_summary(log)
+        units = {"compiled": tuple(summary.get("compiled", ())), "reused": tuple(summary.get("reused", ()))}
         if outcome.returncode != 0:
             errors = summarize_build_log(log, src) or f"the build exited with status {outcome.returncode}"
             return ExtensionBuild(False, key, name, None, errors, log, seconds=seconds)
@@ -180,10 +208,20 @@ async def build_extension(
                 raise
         library = cached_extension(key, cache_dir)
         return ExtensionBuild(library is not None, key, name, library, "" if library else "cache rename failed", log,
-                              seconds=time.monotonic() - started)
+                              seconds=time.monotonic() - started, **units)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _build_summary(log: str) -> dict:
+    for line in reversed(log.splitlines()):
+        if line.startswith(BUILD_SUMMARY):
+            try:
+                return json.loads(line[len(BUILD_SUMMARY):])
+            except ValueError:
+                return {}
+    return {}
 
 
 def _remove_stale_work(cache_dir: Path) -> None:
@@ -234,23 +272,13 @@ def _torch_version() -> str:
 
 
 def _main(request_path: str) -> int:
-    """The build subprocess: compile and import-check the extension (import errors surface here, not later)."""
-    request = json.loads(Path(request_path).read_text())
-    from torch.utils.cpp_extension import load
+    """The build subprocess: compile, link and import-check the extension (import errors surface here, not later)."""
+    from core.solution.torch_ext_build import build
 
-    load(
-        name=request["name"],
-        sources=request["sources"],
-        extra_include_paths=request["include"],
-        extra_cflags=request["cflags"],
-        extra_cuda_cflags=request["cuda_cflags"],
-        extra_ldflags=request["ld_flags"],
-        with_cuda=request["with_cuda"],
-        build_directory=request["build_directory"],
-        verbose=True,
-    )
-    print("kernelfleet: extension built", flush=True)
-    return 0
+    code = build(json.loads(Path(request_path).read_text()))
+    if code == 0:
+        print("kernelfleet: extension built", flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ Steps, each in a fresh ``KERNELFLEET_CACHE_DIR`` of its own unless it says it re
   (a) today's path: ``cpp_extension.load`` of the same sources and flags into a fresh build folder;
   (b) kernelfleet cold: no objects, no precompiled header (it builds the PCH after the TUs, as a real cold build);
   (c) a new candidate (both TUs changed) with the PCH in place;
-  (d) a new candidate that changes only kernel.cu (binding.cpp is rebuilt: it names TORCH_EXTENSION_NAME,
-      and the module name changes with every candidate);
+  (d) a new candidate that changes only kernel.cu (binding.cpp's object is reused: every build is compiled with
+      the same TORCH_EXTENSION_NAME, upstream's);
   (d') a new candidate that changes only binding.cpp (kernel.cu's object is reused);
   (e) the same candidate again: the whole-build cache hit.
 ``--nvcc-phases`` adds nvcc's ``--time`` breakdown of kernel.cu (one more compile). Also checks that the flags
@@ -184,6 +184,7 @@ def main() -> None:
     import torch
 
     from core.build.nvcc import detect_arch
+    from core.solution.torch_ext import EXTENSION_NAME
 
     cuda = torch.version.cuda is not None
     kernel_name, kernel = ("kernel.cu", KERNEL_CU) if cuda else ("kernel.cpp", KERNEL_CPP)
@@ -216,7 +217,7 @@ def main() -> None:
     print(f"module check (b): {check(cold, cuda)}", flush=True)
     if not args.skip_load:
         ours = next((cache / "torch_ext").glob(f"{cold.key}/build/build.ninja"))
-        mine, theirs = flag_lines(ours, cold.module_name), flag_lines(today_ninja, "kf_ext_bench_today")
+        mine, theirs = flag_lines(ours, EXTENSION_NAME), flag_lines(today_ninja, "kf_ext_bench_today")
         print(f"flags as load wrote them: {'identical' if mine == theirs else 'DIFFERENT'}", flush=True)
         if mine != theirs:
             print(json.dumps([mine, theirs], indent=1))

@@ -47,7 +47,7 @@ from core.solution.tunables import TUNABLES_FILE
 CACHE_SUBDIR = "torch_ext"
 RESULT_FILE = "result.json"
 LOG_FILE = "build.log"
-_FORMAT = "kernelfleet-torch-ext-2"
+_FORMAT = "kernelfleet-torch-ext-3"
 DEFAULT_TIMEOUT_S = 600.0
 _WORK_MARK = ".tmp-"
 _STALE_WORK_S = 6 * 3600.0
@@ -98,8 +98,16 @@ def extension_key(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+# The TORCH_EXTENSION_NAME every extension is compiled with: upstream's own (its build_ext names every solution's
+# module so). Fixed, so that a unit naming it (PYBIND11_MODULE) keeps its cached object when only other units of a
+# new candidate change. Each build is imported under a name of its own whose last part is this one (the part
+# PyInit_ is looked up by), so the builds of one process never meet in sys.modules.
+EXTENSION_NAME = "benchmark_kernel"
+
+
 def module_name_for(key: str) -> str:
-    return f"kf_ext_{key[:20]}"
+    """The import name of the build ``key``: unique per build, ending in EXTENSION_NAME."""
+    return f"kf_ext_{key[:20]}.{EXTENSION_NAME}"
 
 
 def cached_extension(key: str, cache_dir: Path | None = None) -> Path | None:
@@ -163,7 +171,7 @@ async def build_extension(
         define_flags += [f for f in cutlass if f.startswith("-D")]
         shared = Path(shared_dir) if shared_dir else cache_root() / CACHE_SUBDIR
         request = {
-            "name": name,
+            "name": EXTENSION_NAME,
             "src": str(src),
             "sources": compiled,
             "headers": sorted(p for p in inputs if p not in compiled),
@@ -194,7 +202,7 @@ async def build_extension(
         if outcome.returncode != 0:
             errors = summarize_build_log(log, src) or f"the build exited with status {outcome.returncode}"
             return ExtensionBuild(False, key, name, None, errors, log, seconds=seconds)
-        built = next((p for p in (work / "build").glob(f"{name}*.so")), None)
+        built = next((p for p in (work / "build").glob(f"{EXTENSION_NAME}*.so")), None)
         if built is None:
             return ExtensionBuild(False, key, name, None, "the build produced no extension library", log,
                                   seconds=seconds)

@@ -155,11 +155,15 @@ def test_build_imports_and_reuses_an_unchanged_unit(tmp_path):
     assert load(second).run(1.5) == 30.0
     assert all(p.stat().st_mtime_ns == mtimes[p] for p in objects)
 
-    # Only the kernel side changes: the binding names TORCH_EXTENSION_NAME, so it is rebuilt for the new name.
+    # Only the kernel side changes: the binding (which names TORCH_EXTENSION_NAME, the same in every build) is
+    # linked from its cached object.
     third = build(tmp_path, two_unit_solution(math=MATH_CPP.replace("x * SCALE", "x * SCALE * 2")))
     assert third.ok, third.errors
-    assert sorted(third.compiled) == ["binding.cpp", "math.cpp"]
+    assert third.compiled == ("math.cpp",) and third.reused == ("binding.cpp",)
     assert load(third).run(1.5) == 60.0
+    # The three builds live side by side in one process, each under its own name.
+    assert len({first.module_name, second.module_name, third.module_name}) == 3
+    assert load(first).run(1.5) == 30.0 and load(third).run(1.5) == 60.0
 
     again = build(tmp_path, two_unit_solution())  # the whole-build cache by key still answers first
     assert again.cache_hit and again.library == first.library

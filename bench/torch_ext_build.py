@@ -10,7 +10,9 @@ Steps, each in a fresh ``KERNELFLEET_CACHE_DIR`` of its own unless it says it re
   (d) a new candidate that changes only kernel.cu (binding.cpp's object is reused: every build is compiled with
       the same TORCH_EXTENSION_NAME, upstream's);
   (d') a new candidate that changes only binding.cpp (kernel.cu's object is reused);
-  (e) the same candidate again: the whole-build cache hit.
+  (e) the same candidate again: the whole-build cache hit;
+  (f), (g) on a GPU: the layout where only binding.cpp includes torch (kernel.cu: the kernel and a C launcher, CUDA
+      headers alone), built new, then a new candidate changing only kernel.cu.
 ``--nvcc-phases`` adds nvcc's ``--time`` breakdown of kernel.cu (one more compile). Also checks that the flags
 kernelfleet ran are the ones ``load`` wrote. With a CPU-only torch (no CUDA build, nvcc unusable for torch
 headers) the kernel TU is a ``kernel.cpp`` doing the same on the CPU; the table says which.
@@ -73,6 +75,41 @@ void add_scaled(torch::Tensor x, torch::Tensor y, torch::Tensor out, double alph
     const float* ys = y.data_ptr<float>();
     float* os = out.data_ptr<float>();
     for (long i = 0; i < x.numel(); ++i) os[i] = xs[i] + (float)alpha * ys[i];
+}
+'''
+# The same extension laid out so that only the binding includes torch: kernel.cu holds the kernel and a C launcher
+# with CUDA headers alone (what a candidate iterating on its kernel should change).
+BINDING_RAW_CPP = r'''#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+extern "C" void launch_add_scaled(const float* x, const float* y, float* out, float alpha, long n,
+                                  cudaStream_t stream);
+
+void add_scaled(torch::Tensor x, torch::Tensor y, torch::Tensor out, double alpha) {
+    TORCH_CHECK(x.is_cuda() && y.is_cuda() && out.is_cuda(), "CUDA tensors expected");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 expected");
+    launch_add_scaled(x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), (float)alpha, x.numel(),
+                      at::cuda::getCurrentCUDAStream());
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("run", &add_scaled, "out = x + alpha * y");
+}
+'''
+KERNEL_RAW_CU = r'''#include <cuda_runtime.h>
+
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+
+__global__ void add_scaled_kernel(const float* x, const float* y, float* out, float alpha, long n) {
+    long i = (long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] = x[i] + alpha * y[i];
+}
+
+extern "C" void launch_add_scaled(const float* x, const float* y, float* out, float alpha, long n,
+                                  cudaStream_t stream) {
+    add_scaled_kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(x, y, out, alpha, n);
 }
 '''
 TUNABLES = '{"space": {"BLOCK": [128, 256]}}'
@@ -229,6 +266,13 @@ def main() -> None:
     print(f"module check (d): {check(d, cuda)}", flush=True)
     step("(d') new candidate, only binding.cpp changed", solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// d2\n"))
     step("(e) the (d) candidate again", new_kernel)
+    if cuda:
+        raw = step("(f) kernel.cu with CUDA headers only, binding.cpp new", solution("kernel.cu", KERNEL_RAW_CU,
+                                                                                     BINDING_RAW_CPP))
+        print(f"module check (f): {check(raw, cuda)}", flush=True)
+        g = step("(g) new candidate of (f), only kernel.cu changed", solution("kernel.cu", KERNEL_RAW_CU + "// g\n",
+                                                                                 BINDING_RAW_CPP))
+        print(f"module check (g): {check(g, cuda)}", flush=True)
     if args.nvcc_phases and cuda:
         print(f"nvcc phases of kernel.cu: {nvcc_phases(d)}", flush=True)
 

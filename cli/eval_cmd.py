@@ -72,6 +72,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--blob-root", action="append", default=[], type=Path, metavar="DIR",
                         help="where safetensors paths of workloads are resolved (repeatable)")
     # Tests: a short timing policy (fewer, shorter timed runs) for candidate and baseline alike.
+    parser.add_argument("--kernel-spans", action="store_true",
+                        help="time each call by its kernels' span on the GPU (CUPTI, as SOL-ExecBench does; needs "
+                             "cupti-python) instead of CUDA events")
     parser.add_argument("--quick-timing", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(handler=run_eval)
 
@@ -262,7 +265,7 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     from core.fleet.attempt import AttemptLife, EvaluationPolicy
     from core.solution.prepare import prepare
 
-    policy = TimingPolicy(**QUICK_TIMING) if args.quick_timing else TimingPolicy()
+    policy = TimingPolicy(**(QUICK_TIMING if args.quick_timing else {}), kernel_spans=args.kernel_spans)
     blob_roots = tuple(str(p) for p in args.blob_root)
     builds = BuildService()
     async with AsyncExitStack() as stack:

@@ -3,9 +3,9 @@ repetition, median and spread; all streams covered by a device-wide check.
 
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
 of GPU work (the L2 flush, and for trusted calls a spin) that the host must launch the whole call within for the
-call to count, so the time is the GPU's (see LaunchLead). Where CUPTI can trace in the process, a led call is timed
-instead by its CUPTI kernel span (core.evaluate.cupti_span), as NVIDIA's SOL-ExecBench times it: the events
-themselves add 2-3 us on the GPU to each call. A second, shorter pass starts each call on an idle GPU
+call to count, so the time is the GPU's (see LaunchLead). With ``TimingPolicy.kernel_spans``, where CUPTI can trace
+in the process, a led call is timed instead by its CUPTI kernel span (core.evaluate.cupti_span), as NVIDIA's
+SOL-ExecBench times it: the events themselves add 2-3 us on the GPU to each call. A second, shorter pass starts each call on an idle GPU
 and then waits for the current stream and for the whole device: when the device still has work to finish (work
 left on other streams), the time to the end of the device-wide synchronisation is reported instead, with the method
 saying so.
@@ -36,6 +36,11 @@ class TimingPolicy:
     # range, under this fraction of the median after at least stable_min_calls calls.
     stable_error: float = 0.005
     stable_min_calls: int = 100
+    # Time a led call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed. Off by
+    # default: on the H200 (2026-12-01) tracing the runtime and driver APIs slowed every launch enough that fast-path
+    # candidates' calls outlasted their lead (timed host-bound), while the reference's T_b was spanned, and a fleet
+    # run stalled; see bench/README.md.
+    kernel_spans: bool = False
 
 
 FLUSH_FLOOR_BYTES = 256 << 20
@@ -266,7 +271,7 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     spin to cover a slow launch; a candidate's lead is the flush alone (see LaunchLead)."""
     flush = L2Flush(device, policy.flush_bytes)
     # On from the warm-up, so that the launch times the lead is sized by include the tracing's own cost.
-    tracer, _ = KernelSpanTracer.start()
+    tracer = KernelSpanTracer.start()[0] if policy.kernel_spans else None
     try:
         timed = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
         traced = tracer is not None and tracer.on

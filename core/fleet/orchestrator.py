@@ -17,6 +17,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,8 @@ class Fleet:
             self.gpu_name = gpu_name_from_smi(gpus[0])
         if info is None:
             self.store.init_run(config_to_dict(self.config), self.problem_paths, device, gpus, self.gpu_name)
-        self.timing = QUICK_TIMING if self.config.evaluation.timing == "quick" else TimingPolicy()
+        self.timing = replace(QUICK_TIMING if self.config.evaluation.timing == "quick" else TimingPolicy(),
+                              kernel_spans=self.config.evaluation.kernel_spans)
         skipped: list[tuple[int, int, str]] = []
         for problem in loaded.problems:
             key = f"{problem.subset}/{problem.name}"

@@ -8,6 +8,7 @@ import enum
 import statistics
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 
@@ -317,7 +318,8 @@ class SimulatedGpu:
         self.advance(self.event_ms)
 
 
-SIMULATED = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=50, target_seconds=1.0)
+SIMULATED = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=50, target_seconds=1.0,
+                                 kernel_spans=True)
 
 
 def test_time_cuda_reports_the_span_of_each_call_without_the_lead(monkeypatch, scripted):
@@ -328,6 +330,14 @@ def test_time_cuda_reports_the_span_of_each_call_without_the_lead(monkeypatch, s
     again, _ = KernelSpanTracer.start()  # released: the next timing can trace
     assert again is not None
     again.stop()
+
+
+def test_kernel_spans_are_off_by_default_even_where_cupti_traces(monkeypatch, scripted):
+    gpu = SimulatedGpu(monkeypatch, scripted())
+    result = timing.time_cuda(gpu.call, lambda _i: None, "cpu", replace(SIMULATED, kernel_spans=False))
+    assert result.method == EVENTS_METHOD, result
+    assert result.median_ms == pytest.approx(0.0039)
+    assert not timing.TimingPolicy().kernel_spans
 
 
 def test_time_cuda_without_cupti_reports_the_events(monkeypatch):
@@ -349,7 +359,7 @@ def test_time_cuda_falls_back_to_the_events_when_cupti_fails_midway(monkeypatch,
         calls(i)
 
     policy = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=250, target_seconds=1.0,
-                                 stable_min_calls=1000)
+                                 stable_min_calls=1000, kernel_spans=True)
     result = timing.time_cuda(failing_in_the_second_batch, lambda _i: None, "cpu", policy)
     assert result.method == EVENTS_METHOD, result
     assert result.median_ms == pytest.approx(0.0039) and result.calls == 250  # the first batch's too
@@ -393,7 +403,7 @@ def captured(monkeypatch):
     return runs
 
 
-POLICY = timing.TimingPolicy(warmup_calls=3, min_calls=20, max_calls=200, target_seconds=0.02)
+POLICY = timing.TimingPolicy(warmup_calls=3, min_calls=20, max_calls=200, target_seconds=0.02, kernel_spans=True)
 
 
 def _needs_cupti():

@@ -1,6 +1,5 @@
 """GPU-only paths of the evaluator: CUDA fast-path candidates, other streams, illegal addresses, persisting L2."""
 
-import importlib.util
 import time
 
 import pytest
@@ -61,14 +60,13 @@ def gpu_pool():
     runner.close()
 
 
-def test_fast_path_cuda_candidate_passes_timed_by_its_kernel_span(gpu_pool, rmsnorm_problem):
-    """Timed as upstream times it (CUPTI kernel span) where cupti-python is installed, else by CUDA events."""
-    from core.evaluate.timing import EVENTS_METHOD, SPAN_METHOD
+def test_fast_path_cuda_candidate_passes_with_event_timing(gpu_pool, rmsnorm_problem):
+    """CUDA events by default (TimingPolicy.kernel_spans is off), even where cupti-python is installed."""
+    from core.evaluate.timing import EVENTS_METHOD
 
     verdict = gpu_pool.evaluate(rmsnorm_problem, rmsnorm_fast_path_solution(), timing=QUICK)
     assert verdict.status is Status.PASSED, verdict.reason
-    expected = SPAN_METHOD if importlib.util.find_spec("cupti") is not None else EVENTS_METHOD
-    assert all(w.timing.method.startswith(expected) for w in verdict.workloads), \
+    assert all(w.timing.method.startswith(EVENTS_METHOD) for w in verdict.workloads), \
         [w.timing.method for w in verdict.workloads]
 
 

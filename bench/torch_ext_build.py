@@ -261,7 +261,7 @@ def main() -> None:
 
     shutil.rmtree(cache / "torch_ext" / "objects", ignore_errors=True)
     step("(c) new candidate, both TUs new, PCH ready", solution(kernel_name, kernel + "// c\n", BINDING_CPP + "// c\n"))
-    new_kernel = solution(kernel_name, kernel + "// d\n")
+    new_kernel = solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// c\n")  # (c)'s binding, as it was
     d = step(f"(d) new candidate, only {kernel_name} changed", new_kernel)
     print(f"module check (d): {check(d, cuda)}", flush=True)
     step("(d') new candidate, only binding.cpp changed", solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// d2\n"))

@@ -112,13 +112,16 @@ class _DeviceSlot:
         return [w for w in (self.judge, self.candidate, self.spare, *(b.process for b in self.baseliners))
                 if w is not None]
 
-    def close(self, deadline: float | None = None) -> None:
-        """Ask every worker to exit, then wait for them together until ``deadline`` (monotonic; None: 5 s)."""
-        workers = self.workers()
-        for worker in workers:
+    def ask_exit(self) -> None:
+        """The first half of closing: ask every worker to exit, without waiting (each takes a moment)."""
+        for worker in self.workers():
             worker.ask_exit()
+
+    def close(self, deadline: float | None = None) -> None:
+        """Close after ``ask_exit``: wait for the workers together until ``deadline`` (monotonic; None: 5 s from
+        now), kill what is left, remove the exchange folder."""
         deadline = time.monotonic() + 5.0 if deadline is None else deadline
-        for worker in workers:
+        for worker in self.workers():
             worker.finish_close(deadline - time.monotonic())
         if self.exchange_memory is not None:
             shutil.rmtree(self.exchange_memory, ignore_errors=True)
@@ -161,8 +164,8 @@ class EvaluationPool:
         self.close()
 
     def close(self) -> None:
-        for worker in (w for slot in self._slots for w in slot.workers()):
-            worker.ask_exit()  # all at once: each takes a moment to exit
+        for slot in self._slots:
+            slot.ask_exit()  # every worker of every device first, then the waits together
         deadline = time.monotonic() + 5.0
         for slot in self._slots:
             slot.close(deadline)

@@ -84,7 +84,7 @@ def build(request: dict) -> int:
             pch.touch(plan)
         units.append(Unit(relative, tuple(argv), key, output, plan, pch_used))
 
-    object_of = {u.source: objects.get(u.key) for u in units if objects.get(u.key) is not None}
+    object_of = {u.source: found for u in units if (found := objects.get(u.key)) is not None}
     to_compile = [u for u in units if u.source not in object_of]
     pch_jobs = {u.pch.folder: u.pch for u in units if u.pch is not None and not u.pch.ready}
     for unit in units:

@@ -1,7 +1,7 @@
 """How long an upstream-style cuda_cpp solution (a ``binding.cpp`` + a ``kernel.cu``, both including
 <torch/extension.h>) takes to build: torch's ``cpp_extension.load`` against kernelfleet's own build.
 
-    PYTHONPATH=$PWD python3 bench/torch_ext_build.py [--nvcc-phases] [--skip-load]
+    PYTHONPATH=$PWD python3 bench/torch_ext_build.py [--nvcc-phases] [--skip-load | --raw-only]
 
 Steps, each in a fresh ``KERNELFLEET_CACHE_DIR`` of its own unless it says it reuses one:
   (a) today's path: ``cpp_extension.load`` of the same sources and flags into a fresh build folder;
@@ -216,7 +216,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nvcc-phases", action="store_true", help="also time nvcc's phases on kernel.cu")
     parser.add_argument("--skip-load", action="store_true", help="leave out (a), cpp_extension.load")
+    parser.add_argument("--raw-only", action="store_true",
+                        help="only (f) and (g), the layout with torch in the binding alone")
     args = parser.parse_args()
+    args.skip_load = args.skip_load or args.raw_only
 
     import torch
 
@@ -248,24 +251,27 @@ def main() -> None:
         print(rows[-1], flush=True)
         return result
 
-    cold = step("(b) kernelfleet cold (no objects, no PCH)", base)
-    pch_sizes = sum(p.stat().st_size for p in (cache / "torch_ext" / "pch").rglob("*.gch"))
-    rows[-1] = (*rows[-1][:2], rows[-1][2] + f"; PCH built after: {pch_sizes / 1e6:.0f} MB")
-    print(f"module check (b): {check(cold, cuda)}", flush=True)
-    if not args.skip_load:
-        ours = next((cache / "torch_ext").glob(f"{cold.key}/build/build.ninja"))
-        mine, theirs = flag_lines(ours, EXTENSION_NAME), flag_lines(today_ninja, "kf_ext_bench_today")
-        print(f"flags as load wrote them: {'identical' if mine == theirs else 'DIFFERENT'}", flush=True)
-        if mine != theirs:
-            print(json.dumps([mine, theirs], indent=1))
+    if not args.raw_only:
+        cold = step("(b) kernelfleet cold (no objects, no PCH)", base)
+        pch_sizes = sum(p.stat().st_size for p in (cache / "torch_ext" / "pch").rglob("*.gch"))
+        rows[-1] = (*rows[-1][:2], rows[-1][2] + f"; PCH built after: {pch_sizes / 1e6:.0f} MB")
+        print(f"module check (b): {check(cold, cuda)}", flush=True)
+        if not args.skip_load:
+            ours = next((cache / "torch_ext").glob(f"{cold.key}/build/build.ninja"))
+            mine, theirs = flag_lines(ours, EXTENSION_NAME), flag_lines(today_ninja, "kf_ext_bench_today")
+            print(f"flags as load wrote them: {'identical' if mine == theirs else 'DIFFERENT'}", flush=True)
+            if mine != theirs:
+                print(json.dumps([mine, theirs], indent=1))
 
-    shutil.rmtree(cache / "torch_ext" / "objects", ignore_errors=True)
-    step("(c) new candidate, both TUs new, PCH ready", solution(kernel_name, kernel + "// c\n", BINDING_CPP + "// c\n"))
-    new_kernel = solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// c\n")  # (c)'s binding, as it was
-    d = step(f"(d) new candidate, only {kernel_name} changed", new_kernel)
-    print(f"module check (d): {check(d, cuda)}", flush=True)
-    step("(d') new candidate, only binding.cpp changed", solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// d2\n"))
-    step("(e) the (d) candidate again", new_kernel)
+        shutil.rmtree(cache / "torch_ext" / "objects", ignore_errors=True)
+        step("(c) new candidate, both TUs new, PCH ready",
+             solution(kernel_name, kernel + "// c\n", BINDING_CPP + "// c\n"))
+        new_kernel = solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// c\n")  # (c)'s binding, as it was
+        d = step(f"(d) new candidate, only {kernel_name} changed", new_kernel)
+        print(f"module check (d): {check(d, cuda)}", flush=True)
+        step("(d') new candidate, only binding.cpp changed",
+             solution(kernel_name, kernel + "// d\n", BINDING_CPP + "// d2\n"))
+        step("(e) the (d) candidate again", new_kernel)
     if cuda:
         raw = step("(f) kernel.cu with CUDA headers only, binding.cpp new", solution("kernel.cu", KERNEL_RAW_CU,
                                                                                      BINDING_RAW_CPP))
@@ -273,7 +279,7 @@ def main() -> None:
         g = step("(g) new candidate of (f), only kernel.cu changed", solution("kernel.cu", KERNEL_RAW_CU + "// g\n",
                                                                                  BINDING_RAW_CPP))
         print(f"module check (g): {check(g, cuda)}", flush=True)
-    if args.nvcc_phases and cuda:
+    if args.nvcc_phases and cuda and not args.raw_only:
         print(f"nvcc phases of kernel.cu: {nvcc_phases(d)}", flush=True)
 
     print("\n| step | seconds | what ran |\n| --- | --- | --- |")

@@ -179,6 +179,7 @@ class EvaluationConfig:
     timing: str = setting("default", choices=TIMINGS)
     # Let the baseline T_b be the faster of eager and torch.compile of the reference (else eager alone).
     compile_baseline: bool = setting(True)
+    # What torch.compile of the reference may take over one problem's workloads in all; later ones are eager only.
     compile_timeout_s: float = setting(120.0, gt=0)
     # Correctness rounds of fresh inputs each problem's best attempt is re-verified with before the run ends (10:
     # upstream SOL-ExecBench's rule); 0 skips the re-verification.

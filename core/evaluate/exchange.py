@@ -24,9 +24,16 @@ class ExchangeError(Exception):
     """The file is not a well-formed outputs file."""
 
 
+# GPU outputs go to the file through one page-locked staging buffer per process, a chunk at a time: on the H200 box
+# five rounds of a 235 MB output took 0.64 s so, against 1.52 s copied straight into a mapping of the file (each page
+# of it faulted in by the copy). Made at the first GPU write; stays for the process.
+STAGING_BYTES = 64 << 20
+_staging: dict[str, Any] = {}
+
+
 def write_outputs(produced: dict[str, Any], path: Path) -> int:
-    """Write the outputs to ``path``, each tensor copied from its device straight into the mapped file; returns the
-    bytes written."""
+    """Write the outputs to ``path``; returns the bytes written. CPU tensors are copied straight into the mapped
+    file, GPU tensors through the staging buffer."""
     import torch
 
     from core.problem.dtypes import TORCH_DTYPES
@@ -54,9 +61,25 @@ def write_outputs(produced: dict[str, Any], path: Path) -> int:
         handle.write(HEADER_LENGTH.pack(len(header)))
         handle.write(header)
         handle.truncate(data_start + offset)
-        if offset:
+        on_gpu = [(start, data) for start, data in sources if data.is_cuda]
+        if on_gpu:
+            if "view" not in _staging:
+                buffer = mmap.mmap(-1, STAGING_BYTES)
+                view = torch.frombuffer(buffer, dtype=torch.uint8)
+                torch.cuda.cudart().cudaHostRegister(view.data_ptr(), STAGING_BYTES, 0)  # else pageable: slower
+                _staging.update(buffer=buffer, view=view)
+            buffer, view = _staging["buffer"], _staging["view"]
+            for start, data in on_gpu:
+                handle.seek(data_start + start)
+                for chunk in range(0, data.numel(), STAGING_BYTES):
+                    count = min(STAGING_BYTES, data.numel() - chunk)
+                    view[:count].copy_(data[chunk:chunk + count])
+                    handle.write(memoryview(buffer)[:count])
+        on_cpu = [(start, data) for start, data in sources if not data.is_cuda]
+        if on_cpu:
+            handle.flush()
             with mmap.mmap(handle.fileno(), data_start + offset) as mapped:
-                for start, data in sources:
+                for start, data in on_cpu:
                     torch.frombuffer(mapped, dtype=torch.uint8, count=data.numel(),
                                      offset=data_start + start).copy_(data)
     return data_start + offset

@@ -246,22 +246,27 @@ class EvaluationPool:
         slot, helper = min(((s, b) for s in self._slots for b in s.baseliners),
                            key=lambda sb: (sb[1].lock.locked(), self._gates.load(sb[0].index), next(self._next)))
 
+        compiling = tb.CompileBudget(compile_timeout_s)
+
         async def measure(index: int, forget: bool = False) -> tb.WorkloadBaseline:
             if problem.workloads[index].unavailable:
                 return tb.failed(problem, index, f"workload unavailable: {problem.workloads[index].unavailable}")
+            timeout_s, skipped = compiling.next_timeout_s()
 
             def request(compile_failure: str) -> dict[str, Any]:
-                return tb.request_for(problem, index, timing=timing, compile_timeout_s=compile_timeout_s,
-                                      compile_failure=compile_failure, use_cache=use_cache, forget=forget,
-                                      blob_roots=blob_roots)
+                return tb.request_for(problem, index, timing=timing, compile_timeout_s=timeout_s,
+                                      compile_failure=compile_failure, compile_skip_reason=skipped,
+                                      use_cache=use_cache, forget=forget, blob_roots=blob_roots)
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
                 async with helper.lock:
-                    reply = await self._baseline_apart(slot, helper, request, compile_timeout_s, priority)
+                    reply = await self._baseline_apart(slot, helper, request, timeout_s, priority)
             else:
-                reply = await self._baseline_in_judge(slot, request, compile_timeout_s, priority)
-            return tb.from_reply(problem, index, reply)
+                reply = await self._baseline_in_judge(slot, request, timeout_s, priority)
+            result = tb.from_reply(problem, index, reply)
+            compiling.spend(result)
+            return result
 
         results = {index: await measure(index) for index in indices}
         # Out of line with a larger workload: measured again; still out of line: not trusted, and not kept.

@@ -311,7 +311,9 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
     call(0)
     end.record()
     torch.cuda.synchronize(device)
-    estimate_s = max(start.elapsed_time(end) / 1e3, 1e-6)
+    # A call takes the longer of its GPU time and its launch on the host: a host-bound call sized by its GPU time
+    # alone held the GPU for many times the target (25 s for one T_b of a reference looping over a batch).
+    estimate_s = max(start.elapsed_time(end) / 1e3, statistics.median(launches) if launches else 0.0, 1e-6)
     planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
     if tracer is not None:
         tracer.discard()

@@ -37,6 +37,34 @@ def test_outputs_come_back_bit_for_bit(tmp_path):
     assert back["complex"] == "<tensor of torch.complex64>"
 
 
+@pytest.mark.gpu
+def test_gpu_outputs_come_back_bit_for_bit_through_the_staging_buffer(tmp_path):
+    from core.evaluate import exchange
+
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    produced = {
+        # Larger than the staging buffer, and not a multiple of it: three chunks, the last one short.
+        "large": torch.randn(exchange.STAGING_BYTES // 2 + 12345, generator=generator, device="cuda",
+                             dtype=torch.float32),
+        "strided": torch.arange(24, dtype=torch.int64, device="cuda").reshape(4, 6).t(),
+        "on_cpu": torch.arange(10, dtype=torch.float16),
+        "bf16": torch.randn(257, generator=generator, device="cuda").to(torch.bfloat16),
+        "count": 5,
+    }
+    path = tmp_path / "w0_s1.out"
+    size = write_outputs(produced, path)
+    assert size == path.stat().st_size
+    back = read_outputs(path, "cuda")
+    for name in ("large", "strided", "on_cpu", "bf16"):
+        original = produced[name].cuda()
+        assert back[name].dtype == original.dtype and back[name].shape == original.shape, name
+        assert torch.equal(_bits(back[name]), _bits(original)), name
+    assert back["count"] == 5
+    # A second write reuses the buffer; a smaller file is written whole, with nothing of the first left in it.
+    write_outputs({"y": produced["bf16"][:5]}, path)
+    assert torch.equal(read_outputs(path, "cpu")["y"], produced["bf16"][:5].cpu())
+
+
 def _bits(tensor):
     return tensor.contiguous().reshape(-1).view(torch.uint8)
 

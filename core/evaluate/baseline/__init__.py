@@ -22,11 +22,14 @@ torch.compile specifics:
   within ``compile_timeout_s`` it is abandoned: T_b is the eager time, the reason is recorded, and the reply asks
   the pool to replace the judge (the compiling thread cannot be stopped and must not disturb later timings).
 - A compiled result that does not match the eager one (within the workload's tolerance) is discarded.
+- ``compile_timeout_s`` bounds a problem's compiles in all (``budget``): once spent, later workloads are eager only.
 
 The modules: ``record`` (WorkloadBaseline), ``cache`` (key and files), ``measure`` (the judge's measuring),
-``judge`` (the judge's ops and the pool's requests), ``sanity`` (what is trusted).
+``judge`` (the judge's ops and the pool's requests), ``budget`` (a problem's compile time), ``sanity`` (what is
+trusted).
 """
 
+from core.evaluate.baseline.budget import CompileBudget
 from core.evaluate.baseline.cache import FORMAT_VERSION, BaselineCache, baseline_key, problem_content_hash
 from core.evaluate.baseline.judge import from_reply, handle_request, reply_timeout_s, request_for
 from core.evaluate.baseline.measure import (COMPILE_THREAD_NAME, SEED_BASE, FatalDeviceError, PreparedBaseline,
@@ -36,7 +39,7 @@ from core.evaluate.baseline.record import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_IN
                                            METHOD_EAGER, WorkloadBaseline, failed)
 
 __all__ = [
-    "BaselineCache", "COMPILE_THREAD_NAME", "DEFAULT_COMPILE_TIMEOUT_S", "DEFAULT_INPUT_SETS", "FORMAT_VERSION",
+    "BaselineCache", "COMPILE_THREAD_NAME", "CompileBudget", "DEFAULT_COMPILE_TIMEOUT_S", "DEFAULT_INPUT_SETS", "FORMAT_VERSION",
     "FatalDeviceError", "METHOD_COMPILED", "METHOD_EAGER", "PreparedBaseline", "SEED_BASE", "WorkloadBaseline",
     "WorkloadInputs", "baseline_key", "device_name", "failed", "from_reply", "handle_request", "make_workload_inputs",
     "measure_workload", "prepare_workload", "problem_content_hash", "reply_timeout_s", "request_for",

@@ -121,12 +121,14 @@ def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any]) ->
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
                 compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_failure: str = "",
-                use_cache: bool = True, forget: bool = False, input_sets: int = DEFAULT_INPUT_SETS,
-                blob_roots: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile;
-    ``compile_failure`` says a compile was already tried and failed outside the judge (it was killed), so the
-    judge measures eager only and records that reason."""
-    skip = compile_failure or ("" if compile_timeout_s > 0 else "torch.compile skipped (compile timeout 0)")
+                compile_skip_reason: str = "", use_cache: bool = True, forget: bool = False,
+                input_sets: int = DEFAULT_INPUT_SETS, blob_roots: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile
+    (``compile_skip_reason`` says why, when there is more to say than that); ``compile_failure`` says a compile was
+    already tried and failed outside the judge (it was killed), so the judge measures eager only and records that
+    reason."""
+    skip = compile_failure or ("" if compile_timeout_s > 0 else
+                               compile_skip_reason or "torch.compile skipped (compile timeout 0)")
     return {"op": "baseline", "problem_dir": str(Path(problem.path).resolve()), "blob_roots": list(blob_roots),
             "workload": index, "timing": asdict(timing) if timing is not None else None, "input_sets": input_sets,
             "compile": not skip, "compile_timeout_s": compile_timeout_s, "compile_skip_reason": skip,

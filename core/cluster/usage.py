@@ -9,7 +9,7 @@ from typing import Any
 
 from core.evaluate.pool import PoolUsage
 
-_SUMMED = ("busy_s", "wanted_s", "queue_wait_s", "jobs", "judge_held_s", "own_gpu_wait_s")
+_SUMMED = ("busy_s", "wanted_s", "queue_wait_s", "jobs", "judge_held_s", "own_gpu_wait_s", "lent_s")
 
 
 def usage_to_dict(usage: PoolUsage) -> dict[str, Any]:
@@ -77,6 +77,10 @@ class ClusterUsage:
     @property
     def own_gpu_wait_s(self) -> float:
         return self._sum("own_gpu_wait_s")
+
+    @property
+    def lent_s(self) -> float:
+        return self._sum("lent_s")
 
     def pooled(self) -> PoolUsage:
         """The sums as one ``PoolUsage``."""

@@ -3,11 +3,17 @@
 A candidate job asks for any device and gets the first one free: jobs queue for the pool, not for one device, so
 no device idles while another has a queue (a queue fixed at submit time did, behind a long job). A baseline timing
 asks for one device, the GPU its process was started on. Waiters are served highest priority first, then in
-arrival order; a waiter for one device lets others that can use another free device pass it."""
+arrival order; a waiter for one device lets others that can use another free device pass it.
+
+A candidate job between two workloads lends its device (``lend``) to waiters of a higher priority that may borrow
+(T_b's short steps in a baseline process of their own, which leave the candidate and judge processes alone): such a
+step then waits for one workload of a candidate, not for all of it, and the candidate gets the device back before
+anyone else."""
 
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 
 import anyio
@@ -17,6 +23,7 @@ import anyio
 class _Waiter:
     key: tuple[int, int]
     wanted: int | None
+    may_borrow: bool  # short work that uses neither the candidate process nor the judge
     granted: anyio.Event = field(default_factory=anyio.Event)
     device: int | None = None
 
@@ -26,10 +33,12 @@ class DeviceGates:
         self._free = list(range(count))
         self._waiting: list[_Waiter] = []
         self._order = itertools.count()
+        self._lent: dict[int, anyio.Event] = {}  # device -> set when its borrower releases it
 
-    async def acquire(self, priority: int = 0, wanted: int | None = None) -> int:
-        """Wait for a device (``wanted``, or any) and return its index; the caller must ``release`` it."""
-        waiter = _Waiter((-priority, next(self._order)), wanted)
+    async def acquire(self, priority: int = 0, wanted: int | None = None, *, may_borrow: bool = False) -> int:
+        """Wait for a device (``wanted``, or any) and return its index; the caller must ``release`` it.
+        ``may_borrow``: the work may be lent the device by a candidate job between its workloads (see ``lend``)."""
+        waiter = _Waiter((-priority, next(self._order)), wanted, may_borrow)
         self._waiting.append(waiter)
         self._hand_out()
         try:
@@ -44,8 +53,30 @@ class DeviceGates:
         return waiter.device
 
     def release(self, device: int) -> None:
+        returned = self._lent.pop(device, None)
+        if returned is not None:  # a borrower's release: the device goes back to the job that lent it
+            returned.set()
+            return
         self._free.append(device)
         self._hand_out()
+
+    async def lend(self, device: int, priority: int) -> float:
+        """Called by the holder of ``device`` (a job of ``priority``): hand the device to each waiter of a higher
+        priority that may borrow it, one after another, and return once it is back; the seconds it was lent. The
+        wait is shielded from cancellation: the device is the borrower's until it releases it."""
+        began = None
+        while True:
+            borrower = next((w for w in sorted(self._waiting, key=lambda w: w.key) if w.may_borrow
+                             and -w.key[0] > priority and w.wanted in (None, device)), None)
+            if borrower is None:
+                return 0.0 if began is None else time.monotonic() - began
+            began = began if began is not None else time.monotonic()
+            returned = self._lent[device] = anyio.Event()
+            self._waiting.remove(borrower)
+            borrower.device = device
+            borrower.granted.set()
+            with anyio.CancelScope(shield=True):
+                await returned.wait()
 
     def load(self, device: int) -> int:
         """Jobs holding ``device`` or waiting for it alone."""

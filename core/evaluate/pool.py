@@ -89,6 +89,7 @@ class _DeviceSlot:
         self.candidate = self._start("candidate")
         self.spare = self._start("candidate") if spare else None
         self.baseliners = [_Baseliner(self) for _ in range(max(1, baseliners))]
+        self.lent_s = 0.0  # device time candidate jobs lent to T_b's steps between their workloads
 
     def _start(self, role: str) -> WorkerProcess:
         if role != "candidate":
@@ -189,7 +190,7 @@ class EvaluationPool:
         async with self._holding(priority) as (slot, waited):
             self.usage.queue_wait_s += waited
             try:
-                return await self._evaluate(slot, job), slot.gpu
+                return await self._evaluate(slot, job, priority), slot.gpu
             finally:
                 self.usage.jobs += 1
 
@@ -209,19 +210,21 @@ class EvaluationPool:
             return await run_in_process_group(argv, cwd=scratch, env=environment, timeout_s=timeout_s)
 
     @asynccontextmanager
-    async def _holding(self, priority: int, wanted: _DeviceSlot | None = None):
-        """A device for GPU work: ``wanted``'s, else the first to come free. Yields ``(slot, seconds waited)``; the
-        time held counts as busy in the busy fraction, the time waiting as wanted."""
+    async def _holding(self, priority: int, wanted: _DeviceSlot | None = None, *, may_borrow: bool = False):
+        """A device for GPU work: ``wanted``'s, else the first to come free (``may_borrow``: or lent by a candidate
+        job between its workloads). Yields ``(slot, seconds waited)``; the time held counts as busy in the busy
+        fraction (less what was lent: the borrower counts it), the time waiting as wanted."""
         asked = time.monotonic()
         self.usage.demand_changed(+1, asked)
         try:
-            index = await self._gates.acquire(priority, None if wanted is None else wanted.index)
-            began = time.monotonic()
+            index = await self._gates.acquire(priority, None if wanted is None else wanted.index,
+                                              may_borrow=may_borrow)
+            began, lent_before = time.monotonic(), self._slots[index].lent_s
             try:
                 yield self._slots[index], began - asked
             finally:
                 self._gates.release(index)
-                self.usage.busy_s += time.monotonic() - began
+                self.usage.busy_s += time.monotonic() - began - (self._slots[index].lent_s - lent_before)
         finally:
             self.usage.demand_changed(-1, time.monotonic())
 
@@ -298,7 +301,7 @@ class EvaluationPool:
                     cached = await worker.request({**message, "op": "baseline_lookup"}, self.load_timeout_s)
                     if cached.get("status") != "miss":
                         return cached
-                async with self._holding(priority, slot) as (_, waited):
+                async with self._holding(priority, slot, may_borrow=True) as (_, waited):
                     self.usage.own_gpu_wait_s += waited
                     made = await worker.request({**message, "op": "baseline_inputs"},
                                                 tb.reply_timeout_s(0.0, self.workload_timeout_s))
@@ -325,7 +328,7 @@ class EvaluationPool:
             if ready.get("status") != "ready":
                 return ready
             try:
-                async with self._holding(priority, slot) as (_, waited):
+                async with self._holding(priority, slot, may_borrow=True) as (_, waited):
                     self.usage.own_gpu_wait_s += waited
                     reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
             except WorkerGone as gone:
@@ -360,7 +363,7 @@ class EvaluationPool:
             self._gates.release(slot.index)
             self.usage.judge_held_s += time.monotonic() - held
 
-    async def _evaluate(self, slot: _DeviceSlot, job: EvalJob) -> Verdict:
+    async def _evaluate(self, slot: _DeviceSlot, job: EvalJob, priority: int = 0) -> Verdict:
         started = time.monotonic()
         protections = self.confinement.protections()
         indices = job.workloads if job.workloads is not None else tuple(range(len(job.problem.workloads)))
@@ -405,6 +408,10 @@ class EvaluationPool:
                     results.append(failed)
                     break
                 loaded_in = slot.candidate
+            if results:  # between two workloads: T_b's steps of a problem being prepared may go first
+                lent = await self._gates.lend(slot.index, priority)
+                slot.lent_s += lent
+                self.usage.lent_s += lent
             verdict, process_fault = await self._evaluate_workload(slot, job, index, seeds, exchange, common)
             results.append(verdict)
             if process_fault:

@@ -19,6 +19,7 @@ class PoolUsage:
     # Where wanted device time can go unused, for a person reading a run's busy fraction:
     judge_held_s: float = 0.0  # a device held by its judge measuring a large workload's T_b (compile included)
     own_gpu_wait_s: float = 0.0  # baseline timings waiting for the one GPU their process lives on
+    lent_s: float = 0.0  # device time candidate jobs lent to T_b's steps between their workloads
     _demand: int = 0
     _since: float = 0.0
 
@@ -37,4 +38,4 @@ class PoolUsage:
                 f"{self.wanted_s:.1f} device-seconds wanted); {self.jobs} candidate jobs, mean queue wait "
                 f"{self.queue_wait_s / self.jobs if self.jobs else 0.0:.2f} s; devices held by a judge measuring a "
                 f"large T_b: {self.judge_held_s:.1f} s; baseline timings waiting for their own GPU: "
-                f"{self.own_gpu_wait_s:.1f} s")
+                f"{self.own_gpu_wait_s:.1f} s, lent to them by candidates between workloads: {self.lent_s:.1f} s")

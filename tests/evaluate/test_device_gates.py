@@ -82,6 +82,59 @@ def test_a_cancelled_waiter_leaves_the_queue_and_a_granted_one_gives_the_device_
     anyio.run(scenario)
 
 
+def test_a_job_lends_its_device_to_higher_priority_borrowers_and_gets_it_back_before_anyone_else():
+    log: list = []
+
+    async def borrower(gates, name, priority, may_borrow=True, seconds=0.05):
+        device = await gates.acquire(priority, 0, may_borrow=may_borrow)
+        log.append(name)
+        await anyio.sleep(seconds)
+        gates.release(device)
+
+    async def scenario():
+        gates = DeviceGates(1)
+        device = await gates.acquire(1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(borrower, gates, "same-priority", 1)  # not higher: waits for the whole job
+            tg.start_soon(borrower, gates, "candidate-high", 9, False)  # may not borrow: waits too
+            tg.start_soon(borrower, gates, "step-a", 9)
+            tg.start_soon(borrower, gates, "step-b", 5)
+            await anyio.sleep(0.01)
+            lent = await gates.lend(device, 1)
+            log.append("back")
+            assert 0.09 < lent < 0.5
+            assert await gates.lend(device, 1) == 0.0  # nobody left who may borrow
+            gates.release(device)
+    anyio.run(scenario)
+    assert log == ["step-a", "step-b", "back", "candidate-high", "same-priority"]
+
+
+def test_a_lender_cancelled_while_lending_waits_for_its_device_to_come_back():
+    async def scenario():
+        gates = DeviceGates(1)
+        device = await gates.acquire(0)
+        borrowed = []
+
+        async def borrower():
+            got = await gates.acquire(5, 0, may_borrow=True)
+            borrowed.append(got)
+            await anyio.sleep(0.2)
+            gates.release(got)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(borrower)
+            await anyio.sleep(0.01)
+            began = time.monotonic()
+            with anyio.move_on_after(0.05):
+                await gates.lend(device, 0)
+            assert time.monotonic() - began > 0.15  # shielded: returns only once the borrower is done
+            gates.release(device)
+        assert borrowed == [0]
+        assert await gates.acquire() == 0  # free: neither release was lost nor counted twice
+        assert gates.waiting == 0
+    anyio.run(scenario)
+
+
 SLOW_ONCE = '''import time
 import torch
 
@@ -118,3 +171,56 @@ def test_a_pool_of_two_devices_runs_the_third_job_beside_a_long_one(rmsnorm_prob
 
     anyio.run(scenario)
     assert finished["third"] < finished["long"] - 1.0
+
+
+SLOW_PER_WORKLOAD = '''import time
+import torch
+
+_seen = set()
+
+def run(x, weight, eps):
+    if x.shape[0] not in _seen:  # the first call of each workload
+        _seen.add(x.shape[0])
+        time.sleep(1.5)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+'''
+
+
+def test_a_baseline_step_of_higher_priority_goes_between_a_candidates_workloads(rmsnorm_problem, tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setenv("KERNELFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    order: list[str] = []
+
+    async def scenario():
+        async with EvaluationPool("cpu", spare=False, workload_timeout_s=60) as pool:
+            await pool.wait_ready()
+            # The baseline process started and warm (workload 1), so that the one measured below is quick.
+            assert (await pool.baseline(rmsnorm_problem, [1], timing=QUICK, compile_timeout_s=30.0))[0].ok
+
+            async def candidate() -> None:
+                verdict = await evaluate_solution(pool, rmsnorm_problem,
+                                                  python_solution(SLOW_PER_WORKLOAD, dps=False),
+                                                  rounds=1, timing=QUICK)
+                assert verdict.status.value == "PASSED", verdict.reason
+                order.append("candidate")
+
+            async def baseline() -> None:
+                await anyio.sleep(0.5)  # the candidate is in its first workload
+                result = await pool.baseline(rmsnorm_problem, [0], timing=QUICK, compile_timeout_s=30.0,
+                                             priority=10)
+                assert result[0].ok, result[0].error
+                order.append("baseline")
+
+            began, busy_before = time.monotonic(), pool.usage.busy_s
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(candidate)
+                tg.start_soon(baseline)
+            # The baseline's inputs were made between the candidate's two workloads, on the device it lent.
+            assert pool.usage.lent_s > 0.0
+            # The lent time counts once, as the baseline's: busy never exceeds the time that passed.
+            assert pool.usage.busy_s - busy_before <= time.monotonic() - began
+            assert "lent to them by candidates between workloads" in pool.usage.summary()
+
+    anyio.run(scenario)
+    assert sorted(order) == ["baseline", "candidate"]

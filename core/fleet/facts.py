@@ -22,7 +22,7 @@ from typing import Any
 from core.secrets import without_secrets
 
 PROBE_TIMEOUT_S = 60.0
-PACKAGES = ("torch", "triton", "nvidia-cutlass-dsl")
+PACKAGES = ("torch", "triton", "nvidia-cutlass-dsl", "cuda-tile")
 
 # Run in a child process: the device properties as JSON (getattr, since torch versions differ in what they have).
 _PROBE = """\

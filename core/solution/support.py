@@ -5,7 +5,8 @@
 ``spec.entry_point`` / ``spec.binding`` when it cannot.
 
 * ``pytorch``, ``triton`` (and ``cute_dsl`` on a machine with a CUDA GPU where ``nvidia-cutlass-dsl`` is
-  installed): a Python entry, imported.
+  installed, ``cutile`` where ``cuda-tile`` is installed and the GPU is a Blackwell or newer): a Python entry,
+  imported.
 * ``cuda_cpp`` with a C/C++/CUDA entry (binding ``torch`` or null, as upstream): a torch extension built with
   ``torch.utils.cpp_extension`` (slow, cached on disk).
 * ``cutlass``: built as ``cuda_cpp`` is, either way, with the CUTLASS headers (``core.build.cutlass``) on the
@@ -18,8 +19,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import shutil
+import subprocess
 from enum import Enum
 from pathlib import Path
 
@@ -30,13 +34,17 @@ from core.solution.schema import CPP_SUFFIXES, Language, Solution
 
 CUTE_DSL_MISSING = "CuTe DSL (nvidia-cutlass-dsl) is not installed in this environment"
 CUTE_DSL_NO_GPU = "CuTe DSL needs a CUDA GPU; this machine has none"
+CUTILE_MIN_CAPABILITY = (10, 0)  # cuTile compiles for Blackwell (sm_100) and newer only
+CUTILE_NO_GPU = "cuTile needs a CUDA GPU of compute capability 10.0 or newer (Blackwell); this machine has none"
+CUTILE_MISSING = "cuTile (cuda-tile) is not installed in this environment"
 
 # Languages kernelfleet runs; every other upstream language gets a "not supported yet" error.
-_RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUDA_CPP, Language.CUTLASS}
+_RUNNABLE = {Language.PYTORCH, Language.TRITON, Language.CUTE_DSL, Language.CUTILE, Language.CUDA_CPP,
+             Language.CUTLASS}
 
 
 class RunKind(str, Enum):
-    PYTHON = "python"  # pytorch / triton / cute_dsl: import the entry
+    PYTHON = "python"  # pytorch / triton / cute_dsl / cutile: import the entry
     CUDA_FAST = "cuda_fast"  # cuda_cpp + .py entry: nvcc -> cubins, launched through cupy
     TORCH_EXT = "torch_ext"  # cuda_cpp + C++ entry: torch.utils.cpp_extension module
 
@@ -65,6 +73,41 @@ def cute_dsl_refusal() -> str | None:
     return None if cute_dsl_available() else CUTE_DSL_MISSING
 
 
+def cutile_available() -> bool:
+    try:
+        return importlib.util.find_spec("cuda.tile") is not None
+    except ModuleNotFoundError:  # no ``cuda`` package at all
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_capability() -> tuple[int, int] | None:
+    """The first visible GPU's compute capability from nvidia-smi (no CUDA library loaded here), or None when it
+    cannot be read."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout
+        major, minor = out.split()[0].split(".")
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def cutile_refusal() -> str | None:
+    """Why cuTile cannot run here (the device first: installing the package would not help), or None. A GPU whose
+    capability cannot be read is given the benefit of the doubt."""
+    if not cuda_gpu_present():
+        return CUTILE_NO_GPU
+    capability = gpu_capability()
+    if capability is not None and capability < CUTILE_MIN_CAPABILITY:
+        return (f"cuTile needs a CUDA GPU of compute capability 10.0 or newer (Blackwell); this one's is "
+                f"{capability[0]}.{capability[1]}")
+    return None if cutile_available() else CUTILE_MISSING
+
+
 def run_kind(solution: Solution, file: str | Path | None = None, *, check_environment: bool = True) -> RunKind:
     """How kernelfleet runs ``solution``; a SpecError when it cannot (unsupported language, missing CuTe DSL...)."""
     spec = solution.spec
@@ -77,6 +120,10 @@ def run_kind(solution: Solution, file: str | Path | None = None, *, check_enviro
             refusal = cute_dsl_refusal()
             if refusal is not None:
                 raise SpecError(file, f"spec.languages[{spec.languages.index(Language.CUTE_DSL)}]", refusal)
+        if check_environment and Language.CUTILE in spec.languages:
+            refusal = cutile_refusal()
+            if refusal is not None:
+                raise SpecError(file, f"spec.languages[{spec.languages.index(Language.CUTILE)}]", refusal)
         return RunKind.PYTHON
     # cuda_cpp and cutlass are left: built alike, CUTLASS's headers on the include path where a source includes them.
     if check_environment and Language.CUTLASS in spec.languages and find_cutlass() is None:

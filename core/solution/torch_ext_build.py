@@ -93,10 +93,8 @@ def build(request: dict) -> int:
 
     pch_state = {u.source: "used" if u.pch_used else "building" for u in to_compile if u.pch is not None}
     failed = False
-    with ThreadPoolExecutor(max_workers=job_count(len(to_compile) + len(pch_jobs))) as pool:
+    with ThreadPoolExecutor(max_workers=job_count(len(to_compile))) as pool:
         compiles = [(u, pool.submit(run_command, u.argv, src)) for u in to_compile]
-        # After the TUs (the pool runs jobs in order): a cold build does not wait for a PCH it cannot use yet.
-        pch_runs = [pool.submit(pch.build_pch, plan, run_command) for plan in pch_jobs.values()]
         for unit, future in compiles:
             code, output = future.result()
             print(f"[compile {unit.source}] {' '.join(unit.argv)}\n{output}", end="" if output.endswith("\n") else "\n",
@@ -108,15 +106,15 @@ def build(request: dict) -> int:
             if code != 0:
                 failed = True
                 print(f"kernelfleet: compiling {unit.source} failed with status {code}", flush=True)
-                for pending in pch_runs:
-                    pending.cancel()  # a failed build does not wait for a PCH that has not started
             else:
                 object_of[unit.source] = objects.put(unit.key, unit.output)
-        for future in pch_runs:
-            if not future.cancelled():
-                print(future.result(), flush=True)
     if failed:
         return 1
+    # The PCHs this build could not use, built for the next ones by processes of their own: this one does not wait.
+    for plan in pch_jobs.values():
+        started_pch = pch.spawn(plan)
+        print(f"kernelfleet: pch {plan.header} " + ("being built for the next builds" if started_pch else
+                                                      "not started here (being built, or no process)"), flush=True)
 
     library = build_dir / f"{name}.so"
     link = commands.link_argv([str(object_of[u.source]) for u in units], str(library))

@@ -7,6 +7,10 @@ ahead of every other include folder: g++ looks for ``<header>.gch`` in each fold
 finds the PCH first. g++ checks the PCH against the TU (macros the header uses, options); when it does not fit,
 it warns (``-Winvalid-pch``) and reads the real header, so a PCH can make a build slower but never wrong.
 Only g++ TUs: nvcc hands its host compiler preprocessed text, where a PCH cannot apply.
+
+A missing PCH is built by a process of its own, started once the build that wanted it is done (``spawn``): a cold
+build does not wait the half minute compiling torch/extension.h takes, and the next build finds it. Run as
+``python -m core.solution.torch_ext_pch PLAN.json`` it is that process.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +30,8 @@ from pathlib import Path
 PCH_SUBDIR = "pch"
 ENABLE_ENV = "KERNELFLEET_TORCH_EXT_PCH"  # "0" turns precompiled headers off
 MAX_KEPT = 4  # each is hundreds of MB (torch/extension.h: ~0.8 GB)
+BUILD_TIMEOUT_S = 600.0  # the detached build's compiler is killed after this
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _WORK_MARK = ".tmp-"
 _FIRST_INCLUDE = re.compile(r'#\s*include\s*<(?P<header>[\w./+-]+)>')
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
@@ -166,3 +174,53 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def spawn(plan: PchPlan, env: dict[str, str] | None = None) -> subprocess.Popen | None:
+    """Build ``plan`` in a process of its own, in a session of its own (it outlives the build that asked, and the
+    kill of that build's process group), writing nowhere but the PCH folder; None when another build's process is
+    already on it or it could not start."""
+    work = plan.folder.parent
+    work.mkdir(parents=True, exist_ok=True)
+    if any(time.time() - _mtime(other) < BUILD_TIMEOUT_S for other in work.glob(f"{plan.folder.name}{_WORK_MARK}*")):
+        return None  # another build's process is on it
+    spec = work / f"{plan.folder.name}{_WORK_MARK}{os.getpid()}.json"
+    spec.write_text(json.dumps({"header": plan.header, "header_file": str(plan.header_file),
+                                "folder": str(plan.folder), "argv": list(plan.argv)}))
+    environment = dict(os.environ if env is None else env)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), environment.get("PYTHONPATH")]))
+    try:
+        return subprocess.Popen([sys.executable, "-m", "core.solution.torch_ext_pch", str(spec)], cwd=work,
+                                env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        spec.unlink(missing_ok=True)
+        return None
+
+
+def _run_bounded(argv, cwd: Path) -> tuple[int, str]:
+    try:
+        completed = subprocess.run(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {BUILD_TIMEOUT_S:g} s"
+    return completed.returncode, completed.stdout.decode(errors="replace")
+
+
+def _main(spec_path: str) -> int:
+    try:
+        os.nice(10)  # work for later builds: it yields the cores to the builds and timings of now
+    except OSError:
+        pass
+    spec = Path(spec_path)
+    try:
+        data = json.loads(spec.read_text())
+    finally:
+        spec.unlink(missing_ok=True)
+    plan = PchPlan(data["header"], Path(data["header_file"]), Path(data["folder"]), tuple(data["argv"]))
+    build_pch(plan, _run_bounded)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1]))

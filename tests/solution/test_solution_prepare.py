@@ -28,13 +28,26 @@ def test_run_kinds():
     assert run_kind(no_binding) is RunKind.TORCH_EXT  # upstream: a null binding means torch for C++
 
 
-@pytest.mark.parametrize("language", ["tlx", "cutile", "cudnn_frontend"])
+@pytest.mark.parametrize("language", ["tlx", "cudnn_frontend"])
 def test_unsupported_python_languages(language):
     sol = make_solution({"main.py": "def run(): pass\n"}, languages=[language])
     with pytest.raises(SpecError) as info:
         run_async(prepare, sol)
     assert info.value.field == "spec.languages[0]"
     assert f"language '{language}' is not supported by kernelfleet yet" in info.value.message
+
+
+def test_cutile_here_is_one_clear_line():
+    from core.solution.support import cutile_refusal
+
+    sol = make_solution({"main.py": "def run(): pass\n"}, languages=["cutile"])
+    refusal = cutile_refusal()
+    if refusal is None:
+        pytest.skip("cuTile can run here")
+    with pytest.raises(SpecError) as info:
+        run_async(prepare, sol)
+    assert info.value.field == "spec.languages[0]" and info.value.message == refusal
+    assert "\n" not in refusal and refusal.startswith("cuTile ")
 
 
 @pytest.mark.parametrize("language", ["cublas", "cudnn"])

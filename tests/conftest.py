@@ -9,10 +9,15 @@ _CACHE_DIR: str | None = None
 
 def pytest_configure(config):
     """Every test, and every process a test starts, caches in a folder of its own, never in the user's
-    ~/.cache/kernelfleet (builds, baselines, GPU specs). Tests that need a cache of their own still set one."""
+    ~/.cache/kernelfleet (builds, baselines, GPU specs) nor the compilers' caches. Tests that need a cache of their
+    own still set one."""
     global _CACHE_DIR
     _CACHE_DIR = tempfile.mkdtemp(prefix="kernelfleet-test-cache-")
     os.environ["KERNELFLEET_CACHE_DIR"] = _CACHE_DIR
+    # The compilers' own caches too (torch.compile, Triton, cupy), which default to ~/.triton, ~/.cupy and /tmp.
+    for name, folder in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
+                         ("CUPY_CACHE_DIR", "cupy")):
+        os.environ[name] = os.path.join(_CACHE_DIR, folder)
 
 
 def pytest_unconfigure(config):

@@ -26,12 +26,20 @@ FILE_SIZE_LIMIT = 48 << 30
 OPEN_FILES_LIMIT = 4096
 
 
+# Where compilers a candidate runs keep their caches; inherited values would point outside the candidate's scratch,
+# where it cannot (and must not) write.
+CACHE_VARIABLES = ("XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUPY_CACHE_DIR")
+
+
 def scrubbed_environment(base: Mapping[str, str], scratch: str | None = None) -> dict[str, str]:
-    """``base`` without anything that looks like a credential; with ``scratch``, also HOME and TMPDIR pointed at it
-    (a candidate's process). Variables named by the config are gone already (``core.secrets.take_secrets``)."""
+    """``base`` without anything that looks like a credential; with ``scratch``, also HOME, TMPDIR and the compile
+    caches pointed at it (a candidate's process). Variables named by the config are gone already
+    (``core.secrets.take_secrets``)."""
     env = without_secrets(base)
     if scratch is not None:
         env.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        for name in CACHE_VARIABLES:
+            env.pop(name, None)  # their defaults live under HOME and TMPDIR, now the scratch
     return env
 
 

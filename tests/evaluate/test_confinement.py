@@ -161,3 +161,18 @@ print(reached)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert outside.stdout.strip() == str([str(in_folder), str(at_top)])
+
+
+def test_a_candidates_environment_points_its_compile_caches_at_its_scratch():
+    from core.evaluate.sandbox import scrubbed_environment
+
+    base = {"HOME": "/root", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": "/root/.triton", "XDG_CACHE_HOME": "/root/.cache",
+            "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor", "CUPY_CACHE_DIR": "/root/.cupy", "OPENAI_API_KEY": "sk-x",
+            "PATH": "/usr/bin"}
+    candidate = scrubbed_environment(base, "/scratch/c1")
+    assert candidate["HOME"] == candidate["TMPDIR"] == "/scratch/c1"
+    assert not {"TRITON_CACHE_DIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "CUPY_CACHE_DIR",
+                "OPENAI_API_KEY"} & candidate.keys()
+    assert candidate["PATH"] == "/usr/bin"
+    trusted = scrubbed_environment(base)  # a judge's: the caches stay where the user put them
+    assert trusted["TRITON_CACHE_DIR"] == "/root/.triton" and "OPENAI_API_KEY" not in trusted

@@ -255,8 +255,18 @@ class EvaluationPool:
             if problem.workloads[index].unavailable:
                 return tb.failed(problem, index, f"workload unavailable: {problem.workloads[index].unavailable}")
             timeout_s, skipped = compiling.next_timeout_s()
+            lost_compiles: list[str] = []
 
             def request(compile_failure: str) -> dict[str, Any]:
+                if compile_failure:
+                    lost_compiles.append(compile_failure)
+                if compile_failure and timeout_s < compile_timeout_s:
+                    # Cut short by what the problem had left, not by the full bound: not a final result to cache,
+                    # so a later run, with more of the budget left for this workload, tries again.
+                    return tb.request_for(problem, index, timing=timing, compile_timeout_s=0.0,
+                                          compile_skip_reason=f"{compile_failure} (the last {timeout_s:.0f} s of "
+                                                              f"this problem's compile time)",
+                                          use_cache=use_cache, forget=forget, blob_roots=blob_roots)
                 return tb.request_for(problem, index, timing=timing, compile_timeout_s=timeout_s,
                                       compile_failure=compile_failure, compile_skip_reason=skipped,
                                       use_cache=use_cache, forget=forget, blob_roots=blob_roots)
@@ -268,7 +278,7 @@ class EvaluationPool:
             else:
                 reply = await self._baseline_in_judge(slot, request, timeout_s, priority)
             result = tb.from_reply(problem, index, reply)
-            compiling.spend(result)
+            compiling.spend(result, lost=bool(lost_compiles))
             return result
 
         results = {index: await measure(index) for index in indices}

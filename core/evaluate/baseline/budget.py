@@ -30,12 +30,11 @@ class CompileBudget:
                          f"{self.budget_s:g} s they may take in all")
         return left, ""
 
-    def spend(self, result: WorkloadBaseline) -> None:
-        """Count what ``result``'s compile took: its seconds, or the whole remainder when it did not finish (an
-        abandoned or killed compile records no seconds). A cached figure cost nothing this time."""
-        if result.cached or not result.compile_attempted:
-            return
-        if result.compile_seconds is not None:
-            self.spent_s += result.compile_seconds
-        elif result.compiled_ms is None and result.compile_reason:
+    def spend(self, result: WorkloadBaseline, lost: bool = False) -> None:
+        """Count what ``result``'s compile took: its seconds, or, when the compile was ``lost`` (abandoned at its
+        bound, or its process killed, so no seconds were recorded), all that was left. A cached figure cost nothing
+        this time."""
+        if lost:
             self.spent_s = max(self.spent_s, self.budget_s)
+        elif not result.cached and result.compile_attempted and result.compile_seconds is not None:
+            self.spent_s += result.compile_seconds

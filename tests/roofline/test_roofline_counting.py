@@ -64,8 +64,24 @@ def test_reference_that_quantises_to_fp8_is_counted_at_fp8():
     assert set(count.matmul_flops) == {"float32"}
 
 
-def test_data_dependent_reference_falls_back_to_cpu():
-    problem = our_problem("attention/003_*")  # paged decode: the page table is read with .item()-like indexing
+LOOPED_OVER_LENGTHS = '''import torch
+
+def run(x, w, lens):
+    out = torch.zeros(x.shape[0], w.shape[1], dtype=x.dtype, device=x.device)
+    # Tensor values read on the host: nothing the meta device can give.
+    for b, n in enumerate((lens.abs() % x.shape[1] + 1).tolist()):
+        out[b] = (x[b, :n] @ w).sum(0)
+    return out
+'''
+
+
+def test_data_dependent_reference_falls_back_to_cpu(tmp_path):
+    problem = write_problem(
+        tmp_path / "looped", LOOPED_OVER_LENGTHS,
+        inputs={"x": {"shape": ["B", "T", "K"], "dtype": "float32"}, "w": {"shape": ["K", "N"], "dtype": "float32"},
+                "lens": {"shape": ["B"], "dtype": "int32"}},
+        outputs={"y": {"shape": ["B", "N"], "dtype": "float32"}},
+        axes={n: {"type": "var"} for n in "BTKN"}, workload_axes={"B": 2, "T": 8, "K": 16, "N": 4})
     count = count_workload(problem, problem.workloads[0])
     assert count.method == "cpu"
     assert any(n.startswith("tried meta") for n in count.notes)

@@ -60,9 +60,8 @@ def arch_for_capability(capability: str) -> str | None:
     return _ARCH_SPECIFIC.get(capability, f"sm_{match['major']}{match['minor']}")
 
 
-@functools.cache
-def gpu_arch() -> str | None:
-    """The target for the first visible GPU, asked of nvidia-smi once per process; None without a GPU."""
+def gpu_capability() -> str | None:
+    """The first visible GPU's compute capability (``"9.0"``) as nvidia-smi gives it; None without a GPU."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -77,7 +76,14 @@ def gpu_arch() -> str | None:
     lines = completed.stdout.split()
     if completed.returncode != 0 or not lines:
         return None
-    return arch_for_capability(lines[0])
+    return lines[0]
+
+
+@functools.cache
+def gpu_arch() -> str | None:
+    """The target for the first visible GPU, asked of nvidia-smi once per process; None without a GPU."""
+    capability = gpu_capability()
+    return None if capability is None else arch_for_capability(capability)
 
 
 def gencode_flags(arch: str) -> tuple[str, ...]:

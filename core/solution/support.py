@@ -22,13 +22,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import shutil
-import subprocess
 from enum import Enum
 from pathlib import Path
 
 from core.build.cutlass import MISSING as CUTLASS_MISSING
 from core.build.cutlass import find_cutlass
+from core.build.nvcc import gpu_capability as nvcc_gpu_capability
 from core.errors import SpecError
 from core.solution.schema import CPP_SUFFIXES, Language, Solution
 
@@ -82,17 +81,11 @@ def cutile_available() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def gpu_capability() -> tuple[int, int] | None:
-    """The first visible GPU's compute capability from nvidia-smi (no CUDA library loaded here), or None when it
-    cannot be read."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
+    """The first visible GPU's compute capability (no CUDA library loaded here), or None when it cannot be read."""
     try:
-        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout
-        major, minor = out.split()[0].split(".")
+        major, minor = (nvcc_gpu_capability() or "").split(".")
         return int(major), int(minor)
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+    except ValueError:
         return None
 
 

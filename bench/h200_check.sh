@@ -38,18 +38,36 @@ case $part in
   default)
     # The README's main command as a new user runs it (built-in config, every GPU), timed, with the GPU's
     # utilization sampled each second; the run lives in $RUN (default /tmp/kfdefault) for the upstream part.
-    wheels
+    # CONFIG=FILE runs it with that config instead (e.g. bench/kernel_spans.toml, with cupti-python from
+    # .solxwhl). Should the log stay silent for STALL_S (default 60) seconds, every worker is asked for its
+    # Python stacks (SIGUSR1) and their logs are copied to $OUT/stall/.
+    solx
     RUN=${RUN:-/tmp/kfdefault}
+    config=(); [ -n "${CONFIG:-}" ] && config=(--config "$CONFIG")
     nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu-util.csv" &
     smi=$!
     start=$(date +%s.%N)
-    timeout -k 60 -s INT "${LIMIT:-420}" python3 -m cli.main run --headless --run-dir "$RUN" > "$OUT/default.log" 2>&1
+    timeout -k 60 -s INT "${LIMIT:-420}" python3 -m cli.main run --headless --run-dir "$RUN" "${config[@]}" \
+      > "$OUT/default.log" 2>&1 &
+    run=$!
+    ( while kill -0 $run 2>/dev/null; do
+        sleep 5
+        if [ $(( $(date +%s) - $(stat -c %Y "$OUT/default.log") )) -ge "${STALL_S:-60}" ]; then
+          pkill -USR1 -f "core.evaluate.worker"; sleep 3; mkdir -p "$OUT/stall"
+          for f in /tmp/kernelfleet-eval-*/*/*.log; do cp "$f" "$OUT/stall/$(basename "$(dirname "$f")")-$(basename "$f")"; done
+          echo "stall: no log line for ${STALL_S:-60} s at $(date +%T); worker stacks in $OUT/stall" >> "$OUT/default-summary.txt"
+          break
+        fi
+      done ) &
+    watch=$!
+    wait $run
     rc=$?
+    kill $watch 2>/dev/null
     wall=$(python3 -c "import time; print(f'{time.time() - $start:.0f}')")
     kill $smi
     busy=$(awk -F', ' '{n++; if ($2 > 0) b++; s += $2} END {printf "%.0f%% of samples busy, mean %.0f%%", 100*b/n, s/n}' \
       "$OUT/gpu-util.csv")
-    echo "default run: rc $rc, wall ${wall} s, GPU $busy" | tee "$OUT/default-summary.txt"
+    echo "default run: rc $rc, wall ${wall} s, GPU $busy" | tee -a "$OUT/default-summary.txt"
     python3 -m cli.main report "$RUN" --html "$OUT/report.html" > "$OUT/report.txt" 2>&1
     cp "$RUN/run.sqlite" "$OUT/" ;;
   upstream)
@@ -65,15 +83,16 @@ case $part in
     cat "$OUT/upstream.txt" ;;
   evalcli)
     # kernelfleet eval and NVIDIA's CLI on the same solutions, each started fresh (empty caches), no T_b:
-    #   bench/h200_check.sh evalcli PROBLEM_DIR=SOLUTION.json ...
-    # Prints the wall time of each and their per-workload latencies side by side.
+    #   [EVAL_ARGS=--kernel-spans] bench/h200_check.sh evalcli PROBLEM_DIR=SOLUTION.json ...
+    # Prints the wall time of each and their per-workload latencies side by side (EVAL_ARGS: more options of
+    # kernelfleet eval).
     solx
     for pair in "$@"; do
       problem=${pair%%=*}; solution=${pair#*=}; name=$(basename "$problem")
       fresh=$(mktemp -d)
       t0=$(date +%s.%N)
       KERNELFLEET_CACHE_DIR=$fresh timeout 300 python3 -m cli.main eval "$problem" --solution "$solution" \
-        --no-baseline -o "$fresh/kf.jsonl" > "$fresh/kf.log" 2>&1
+        --no-baseline ${EVAL_ARGS:-} -o "$fresh/kf.jsonl" > "$fresh/kf.log" 2>&1
       t1=$(date +%s.%N)
       PYTHONPATH=$PWD/.upstream/src:$PYTHONPATH timeout 300 python3 -c "from sol_execbench.cli import cli; cli()" \
         "$problem" --solution "$solution" -o "$fresh/up.jsonl" > "$fresh/up.log" 2>&1
@@ -92,6 +111,9 @@ def lat(file):
             for r in rows}
 ours, theirs = lat(fresh / "kf.jsonl"), lat(fresh / "up.jsonl")
 print(f"{name}: kernelfleet eval {t1 - t0:.1f} s, sol-execbench {t2 - t1:.1f} s")
+methods = sorted({m for line in open(fresh / "kf.log") for m in [line.strip()] if m.startswith("timing")})[:4]
+if methods:
+    print("  kernelfleet methods:", *methods, sep="\n    ")
 for uuid, (status, ms) in ours.items():
     up = theirs.get(uuid, (None, None))
     print(f"  {uuid[:8]} kernelfleet {status} {ms if ms is None else round(ms * 1e3, 2)} us | "

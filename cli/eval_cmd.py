@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -71,10 +72,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="seconds per workload before the worker is killed (default 120)")
     parser.add_argument("--blob-root", action="append", default=[], type=Path, metavar="DIR",
                         help="where safetensors paths of workloads are resolved (repeatable)")
-    # Tests: a short timing policy (fewer, shorter timed runs) for candidate and baseline alike.
-    parser.add_argument("--kernel-spans", action="store_true",
+    parser.add_argument("--kernel-spans", action=argparse.BooleanOptionalAction, default=True,
                         help="time each call by its kernels' span on the GPU (CUPTI, as SOL-ExecBench does; needs "
-                             "cupti-python) instead of CUDA events")
+                             "cupti-python, else CUDA events); --no-kernel-spans: CUDA events (default: spans)")
+    # Tests: a short timing policy (fewer, shorter timed runs) for candidate and baseline alike.
     parser.add_argument("--quick-timing", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(handler=run_eval)
 
@@ -208,6 +209,7 @@ class Outcome:
     sol: SolModel = field(default_factory=SolModel)
     device_name: str = ""
     build_errors: str = ""
+    stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds of each stage, in order
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -275,20 +277,32 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
 
         # The pool's judge and candidate processes start (and import torch) while the solution builds, unless it
         # cannot run on this device: then it is only built, so that its compile errors are still reported.
+        stages: dict[str, float] = {}
+        clock = time.monotonic()
+
+        def stage(name: str) -> None:
+            nonlocal clock
+            now = time.monotonic()
+            stages[name] = stages.get(name, 0.0) + now - clock
+            clock = now
+
         evaluator = await stack.enter_async_context(start_pool()) if _fits_device(solution, device) else None
         with err.status("building", spinner="dots"):
             try:
                 prepared = await prepare(solution, builds)
             except SpecError as exc:
                 raise InputFault(str(exc)) from None
+        stage("build")
         if not prepared.ok:
             verdict = compile_error_verdict(prepared, indices)
             return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
-                           device_name=_device_label(device, ""))
+                           device_name=_device_label(device, ""), stages_s=stages)
         _check_device_fits(solution, args.solution, prepared.kind, device)
         if evaluator is None:
             evaluator = await stack.enter_async_context(start_pool())
-        outcome = Outcome(problem, solution, indices, device, verdict=None)
+        await evaluator.pool.wait_ready()
+        stage("workers ready")
+        outcome = Outcome(problem, solution, indices, device, verdict=None, stages_s=stages)
         if args.no_baseline:
             outcome.baseline_note = "T_b not measured (--no-baseline)"
         else:
@@ -298,12 +312,15 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
                                                        compile_timeout_s=args.compile_timeout,
                                                        blob_roots=blob_roots):
                     outcome.baselines[result.index] = result
+            stage("T_b")
         outcome.device_name = _device_label(device, evaluator.device_model if device == "cuda" else "")
         with err.status("computing the speed of light T_sol", spinner="dots"):
             outcome.sol = await evaluator.speed_of_light(problem, indices)
+        stage("T_sol")
         with err.status(f"evaluating on {device}", spinner="dots"):
             life = AttemptLife(None, evaluator, EvaluationPolicy(args.rounds, policy, blob_roots))
             outcome.verdict = await evaluate_every_workload(life, problem, solution, indices, prepared)
+        stage("evaluation")
     return outcome
 
 
@@ -459,7 +476,22 @@ def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
     methods = sorted({r.timing_method for r in table_rows if r.timing_method})
     if methods:
         lines.append(f"timing: {'; '.join(methods)}")
+    if outcome.stages_s:
+        lines.append(stages_line(outcome))
     return lines
+
+
+def stages_line(outcome: Outcome) -> str:
+    """Where the command's time went: each stage's wall seconds, and the evaluation's by phase (summed over the
+    workloads, as the pool measured them)."""
+    phases: dict[str, float] = {}
+    for workload in (outcome.verdict.workloads if outcome.verdict is not None else ()):
+        for name, seconds in (workload.phase_s or {}).items():
+            if name in ("run.rounds", "run.save", "run.timing", "check.load", "reference"):
+                phases[name] = phases.get(name, 0.0) + seconds
+    stages = [f"{name} {seconds:.1f} s" for name, seconds in outcome.stages_s.items() if seconds >= 0.05]
+    detail = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+    return "time: " + " · ".join(stages) + (f" (of which {detail})" if detail else "")
 
 
 # ---------------------------------------------------------------- JSON traces

@@ -184,9 +184,9 @@ class EvaluationConfig:
     # Correctness rounds of fresh inputs each problem's best attempt is re-verified with before the run ends (10:
     # upstream SOL-ExecBench's rule); 0 skips the re-verification.
     verify_rounds: int = setting(10, min=0)
-    # Time each call by its CUPTI kernel span, as upstream SOL-ExecBench does (needs cupti-python), instead of CUDA
-    # events (which add 2-3 us a call). Off by default: see core.evaluate.timing.TimingPolicy.kernel_spans.
-    kernel_spans: bool = setting(False)
+    # Time each call by its CUPTI kernel span, as upstream SOL-ExecBench does (needs cupti-python; without it, CUDA
+    # events, which add 2-3 us a call, and the run's log says so). False: CUDA events always.
+    kernel_spans: bool = setting(True)
 
 
 @dataclass(frozen=True)

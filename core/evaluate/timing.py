@@ -4,9 +4,10 @@ repetition, median and spread; all streams covered by a device-wide check.
 Per call, CUDA events bracket the call on the current stream (as ``triton.testing.do_bench`` does), behind a lead
 of GPU work (the L2 flush, and for trusted calls a spin) that the host must launch the whole call within for the
 call to count, so the time is the GPU's (see LaunchLead). With ``TimingPolicy.kernel_spans``, where CUPTI can trace
-in the process, a led call is timed instead by its CUPTI kernel span (core.evaluate.cupti_span), as NVIDIA's
-SOL-ExecBench times it: the events themselves add 2-3 us on the GPU to each call. A second, shorter pass starts each call on an idle GPU
-and then waits for the current stream and for the whole device: when the device still has work to finish (work
+in the process, every call is timed instead by its CUPTI kernel span (core.evaluate.cupti_span), as NVIDIA's
+SOL-ExecBench times it (the events themselves add 2-3 us on the GPU to each call), once a short pass of calls behind
+a long spin has shown that their spans agree with their events. A second, shorter pass starts each call on an idle
+GPU and then waits for the current stream and for the whole device: when the device still has work to finish (work
 left on other streams), the time to the end of the device-wide synchronisation is reported instead, with the method
 saying so.
 """
@@ -36,11 +37,9 @@ class TimingPolicy:
     # range, under this fraction of the median after at least stable_min_calls calls.
     stable_error: float = 0.005
     stable_min_calls: int = 100
-    # Time a led call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed. Off by
-    # default: on the H200 (2026-12-01) tracing the runtime and driver APIs slowed every launch enough that fast-path
-    # candidates' calls outlasted their lead (timed host-bound), while the reference's T_b was spanned, and a fleet
-    # run stalled; see bench/README.md.
-    kernel_spans: bool = False
+    # Time each call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed, as
+    # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call.
+    kernel_spans: bool = True
 
 
 FLUSH_FLOOR_BYTES = 256 << 20
@@ -61,6 +60,22 @@ LEAD_CAP_S = 1e-3
 # Spun before calibrating the lead, about 5 ms at the H200's clocks: an idle GPU's clocks are down, and the lead's
 # spin is counted in SM clock cycles.
 CLOCK_WARMUP_CYCLES = 10_000_000
+
+
+def describe(policy: TimingPolicy, device: str) -> str:
+    """One line for a run's log: how calls will be timed on ``device``."""
+    from core.evaluate import cupti_span
+
+    if not device.startswith("cuda"):
+        return "timing: wall clock per call (cpu)"
+    if not policy.kernel_spans:
+        return ("timing: CUDA events per call ([evaluation] kernel_spans = false), which read 2-3 us more per call "
+                "than upstream SOL-ExecBench's CUPTI kernel spans")
+    why = cupti_span.unavailable()
+    if why:
+        return (f"timing: CUDA events per call, 2-3 us more per call than upstream's CUPTI kernel spans ({why}; "
+                f"pip install cupti-python for spans)")
+    return "timing: each call's CUPTI kernel span, as upstream SOL-ExecBench times it"
 
 
 def median_is_stable(times: list[float], policy: TimingPolicy) -> bool:
@@ -223,16 +238,17 @@ class TimedCall:
 
     @property
     def span_short(self) -> bool:
-        """Whether the span fell short of the events by more than their own cost (see SPAN_SHORTFALL_MS)."""
-        return self.span_ms is not None and (
+        """Whether the span fell short of the events by more than their own cost (see SPAN_SHORTFALL_MS). Only a led
+        call's events are its GPU time: those of a call not led have the host's launch in them."""
+        return self.led and self.span_ms is not None and (
             self.event_ms - self.span_ms > SPAN_SHORTFALL_MS + SPAN_SHORTFALL_SHARE * self.event_ms)
 
     @property
     def spanned(self) -> bool:
-        """Timed by its span: only a led call whose span is not short. A call not led kept the GPU waiting for the
-        host, and its event time, host time in, stands (as the host-bound method says): a span would leave out the
-        host's work before the first launch, however long."""
-        return self.led and self.span_ms is not None and not self.span_short
+        """Timed by its span: every call whose span was seen, led or not, as upstream times each call from its
+        first activity's start to its last one's end (the host's gaps between its launches included). A led call
+        whose span fell short of its events keeps its event time."""
+        return self.span_ms is not None and not self.span_short
 
     @property
     def time_ms(self) -> float:
@@ -242,30 +258,44 @@ class TimedCall:
 EVENTS_METHOD = "cuda events per call, L2 flushed, device-wide check"
 SPAN_METHOD = "CUPTI kernel span per call, L2 flushed, device-wide check"
 HOST_BOUND_NOTE = "; host-bound: the calls kept the GPU waiting for the host"
+SPANS_HIDDEN_NOTE = ("; cuda events: with the GPU waiting on a spin, the calls' kernel spans fell short of their "
+                     "events (GPU work hidden from CUPTI)")
+SPANS_UNCHECKED_NOTE = ("; cuda events: the kernel spans could not be checked against the events (no call launched "
+                        "within a lead of {cap:g} ms)")
 
 
 def timing_method(counted: list[TimedCall], traced: bool, bound: bool) -> str:
     """The method of a timing from its counted calls; ``traced``: CUPTI traced all of them; ``bound``: host-bound
     (the calls not led are counted too, at their event times)."""
     method = SPAN_METHOD if any(c.spanned for c in counted) else EVENTS_METHOD
-    if traced and any(c.led and c.span_ms is None for c in counted):
+    if traced and any(c.span_ms is None for c in counted):
         method += ("; cuda events for the calls that launched no GPU work" if method == SPAN_METHOD
                    else "; CUPTI saw no GPU work launched by the calls")
-    if traced and any(c.led and c.span_short for c in counted):
+    if traced and any(c.span_short for c in counted):
         method += "; cuda events for the calls whose kernel span fell short of them"
     if bound:
         method += HOST_BOUND_NOTE
-        if method.startswith(SPAN_METHOD):
-            method += " (cuda events for the calls not led)"
     return method
+
+
+def spans_hold(check: list[TimedCall]) -> bool | None:
+    """Whether the spans of the check pass's calls (each launched behind a spin long enough for the host, so its
+    events are its GPU time) agree with their events: True, False when most led ones fell short (work the events
+    saw and CUPTI did not: a candidate may turn the tracing off around its own launches), None when no call of the
+    pass was led and had a span."""
+    led = [c for c in check if c.led and c.span_ms is not None]
+    if not led:
+        return None
+    return 2 * sum(c.span_short for c in led) <= len(led)
 
 
 def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
               policy: TimingPolicy = TimingPolicy(), *, trusted: bool = False) -> Timing:
     """Time ``call(i)`` for i = 0, 1, 2, ...; ``prepare(i)`` (untimed) stages the inputs of call i beforehand.
 
-    A call is timed by its CUPTI kernel span (core.evaluate.cupti_span) where CUPTI can trace in this process, by
-    its event interval otherwise, or where tracing fails midway (then for the whole timing).
+    With ``policy.kernel_spans``, where CUPTI can trace in this process, every call is timed by its CUPTI kernel
+    span (core.evaluate.cupti_span), once a short pass behind a spin has shown the spans agree with the events;
+    otherwise, or where tracing fails midway, by its event interval (for the whole timing).
 
     ``trusted``: the call is ours (the reference, torch.compile of it), so its lead may grow past the flush with a
     spin to cover a slow launch; a candidate's lead is the flush alone (see LaunchLead)."""
@@ -273,26 +303,53 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     # On from the warm-up, so that the launch times the lead is sized by include the tracing's own cost.
     tracer = KernelSpanTracer.start()[0] if policy.kernel_spans else None
     try:
-        timed = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
+        timed, windows = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
+        check: list[TimedCall] = []
+        if tracer is not None and tracer.on:
+            check, check_windows = _span_check_calls(call, prepare, device, policy, flush, tracer)
+            spans = tracer.spans_ms(windows + check_windows)
+            if spans is not None:
+                timed = [TimedCall(c.event_ms, span, c.led) for c, span in zip(timed, spans[:len(windows)],
+                                                                                strict=True)]
+                check = [TimedCall(c.event_ms, span, c.led) for c, span in zip(check, spans[len(windows):],
+                                                                                  strict=True)]
         traced = tracer is not None and tracer.on
     finally:
         if tracer is not None:
             tracer.stop()
-    if not traced:
-        timed = [TimedCall(c.event_ms, None, c.led) for c in timed]
-    counted = [c for c in timed if c.led]
-    bound = host_bound(len(counted), len(timed), policy.min_calls)
-    if bound:
-        counted = timed
+    counted, method = counted_calls(timed, check, traced, policy.min_calls)
     median, spread = quantiles([c.time_ms for c in counted])
     unseen = _device_wide_check(call, prepare, device, policy, flush, median / 1e3)
-    return unseen or Timing(median, spread, len(counted), timing_method(counted, traced, bound))
+    return unseen or Timing(median, spread, len(counted), method)
+
+
+def counted_calls(timed: list[TimedCall], check: list[TimedCall], traced: bool,
+                  min_calls: int) -> tuple[list[TimedCall], str]:
+    """The calls a timing counts, and its method. ``traced``: CUPTI traced the whole timing, ``timed`` and the
+    check pass's ``check`` carry spans. Spans are used once ``spans_hold`` says they agree with the events; then
+    every call counts by its span, as upstream counts it (a host slower than the GPU changes nothing). Otherwise
+    the led calls count by their events, all of them when too few were led (host-bound)."""
+    note = ""
+    if traced:
+        holds = spans_hold(check)
+        if holds is None and any(c.span_ms is not None for c in timed):
+            traced, note = False, SPANS_UNCHECKED_NOTE.format(cap=LEAD_CAP_S * 1e3)
+        elif holds is False:
+            traced, note = False, SPANS_HIDDEN_NOTE
+    if traced:
+        return timed, timing_method(timed, True, False)
+    timed = [TimedCall(c.event_ms, None, c.led) for c in timed]
+    counted = [c for c in timed if c.led]
+    bound = host_bound(len(counted), len(timed), min_calls)
+    return (timed if bound else counted), timing_method(timed if bound else counted, False, bound) + note
 
 
 def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
                  policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer | None,
-                 trusted: bool) -> list[TimedCall]:
-    """Warm up, size the lead and the run, then time calls in batches until the led ones' median is stable."""
+                 trusted: bool) -> tuple[list[TimedCall], list[tuple[int, int]]]:
+    """Warm up, size the lead and the run, then time calls in batches until the led ones' median (of their events)
+    is stable. Returns the calls, without spans, and their host windows for CUPTI (``tracer.now()`` right before
+    and after each call; (0, 0) without a tracer)."""
     launches = []
     for i in range(policy.warmup_calls):
         prepare(i)
@@ -322,11 +379,12 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
     befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(batch)]
                                       for _ in range(4))
     timed: list[TimedCall] = []
-    times: list[float] = []  # of the led calls, for the stability stop
+    windows: list[tuple[int, int]] = []
+    times: list[float] = []  # the led calls' event times, for the stability stop
     made = 0
     while len(times) < planned and not median_is_stable(times, policy) and made < planned + 2 * batch:
         count = min(batch, planned - len(times))
-        hosts, windows = [], []
+        hosts = []
         for j in range(count):
             prepare(made + j)
             began = time.perf_counter()
@@ -345,16 +403,46 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
         batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
         leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
         spins = [flushed[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
-        spans = (tracer.spans_ms(windows) if tracer is not None else None) or [None] * count
-        batch_timed = [TimedCall(t, span, led) for t, span, led in zip(batch_times, spans, led_calls(hosts, leads),
-                                                                        strict=True)]
+        batch_timed = [TimedCall(t, None, led) for t, led in zip(batch_times, led_calls(hosts, leads), strict=True)]
         timed += batch_timed
-        times += [c.time_ms for c in batch_timed if c.led]
+        # With spans every call counts (see time_cuda), so every call's events say when the run has enough.
+        times += [c.event_ms for c in batch_timed if c.led or tracer is not None]
         lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads),
                    statistics.median(spins))
-        if not any(c.led for c in batch_timed) and lead.capped:
+        if not any(c.led for c in batch_timed) and lead.capped and tracer is None:
             break
-    return timed
+    return timed, windows
+
+
+def _span_check_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
+                      policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer
+                      ) -> tuple[list[TimedCall], list[tuple[int, int]]]:
+    """``policy.device_check_calls`` calls behind a spin grown (up to LEAD_CAP_S) to cover the host's launch, so
+    their events time their GPU work alone, for ``spans_hold``. A spin lets work the call puts on another stream
+    start early, which shortens the events and never the span (CUPTI ties that work to the call's launches): the
+    comparison can only find spans too short, never excuse them."""
+    lead = LaunchLead(device, flush, spin=True)
+    lead.cover(LEAD_CAP_S)  # the longest spin: a few milliseconds in all
+    count = max(1, policy.device_check_calls)
+    befores, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(count)] for _ in range(3))
+    hosts, windows = [], []
+    for j in range(count):
+        prepare(j)
+        began = time.perf_counter()
+        befores[j].record()
+        lead()
+        starts[j].record()
+        opened = tracer.now()
+        call(j)
+        closed = tracer.now()
+        ends[j].record()
+        hosts.append(time.perf_counter() - began)
+        windows.append((opened, closed))
+    torch.cuda.synchronize(device)
+    leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
+    checked = [TimedCall(starts[j].elapsed_time(ends[j]), None, led)
+               for j, led in zip(range(count), led_calls(hosts, leads), strict=True)]
+    return checked, windows
 
 
 def left_unseen_work(lags: list[float], call_s: float) -> bool:

@@ -14,8 +14,10 @@ candidate can write to: the candidate process sends both to a log file in its sc
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -39,6 +41,9 @@ def main(argv: list[str]) -> int:
         log = os.open("candidate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(log, 1)
         os.dup2(log, 2)
+    # `kill -USR1 PID` writes every thread's Python stack to the process's log: what a worker that stopped
+    # answering was doing.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch
 
     if device.startswith("cuda"):

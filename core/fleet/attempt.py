@@ -66,11 +66,11 @@ class AttemptLife:
 
     async def evaluate(self, problem: Problem, solution: Solution, workloads: tuple[int, ...] | None, *,
                        priority: int = 0, prepared: PreparedSolution | None = None,
-                       rounds: int | None = None) -> Evaluation:
+                       rounds: int | None = None, timed: bool = True) -> Evaluation:
         """Build (unless ``prepared`` was built already) and evaluate under the run's policy (``rounds``: other
-        than the policy's)."""
-        request = EvaluationRequest(problem, solution, workloads, rounds or self.policy.rounds, self.policy.timing,
-                                    priority, self.policy.blob_roots)
+        than the policy's; ``timed``: False for correctness alone)."""
+        request = EvaluationRequest(problem, solution, workloads, rounds or self.policy.rounds,
+                                    self.policy.timing if timed else None, priority, self.policy.blob_roots)
         if prepared is not None:
             return await self.evaluator.evaluate_prepared(request, prepared)
         return await self.evaluator.evaluate(request)

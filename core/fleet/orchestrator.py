@@ -26,6 +26,7 @@ import anyio
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
 from core.evaluate import TimingPolicy
+from core.evaluate.timing import describe as timing_description
 from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome
@@ -260,6 +261,7 @@ class Fleet:
                                   + (f" {self.gpus} ({self.gpu_name})" if self.gpus else ""))
                 for line in evaluator.describe():
                     self.event("log", line)
+                self.event("log", timing_description(self.timing, self.device))
                 try:
                     async with anyio.create_task_group() as tg:
                         self._tasks = tg

@@ -1,6 +1,6 @@
 """Each problem's best attempt re-verified with upstream SOL-ExecBench's full correctness rules before the run
 reports it as best: ``rounds`` (upstream's 10) rounds of fresh seeded inputs on every workload it was counted on,
-under the same checks, on a device of the run. The search loop may use fewer rounds for speed; a best that fails
+under the same checks, on a device of the run (not timed again: its times are those it was evaluated with). The search loop may use fewer rounds for speed; a best that fails
 here is marked (``attempts.verified`` = "failed: ...") and the problem's best passes to its next fastest passing
 attempt, which is verified in turn. ``kernelfleet report`` says which bests were re-verified.
 """
@@ -44,8 +44,9 @@ class BestVerifier:
                 return
             outcome = best.verified
             if not outcome:
+                # Correctness alone: the attempt's times were measured when it was evaluated.
                 evaluation = await self.life.evaluate(problem, parse_solution(best.solution), best.workloads,
-                                                      priority=row.priority, rounds=self.rounds)
+                                                      priority=row.priority, rounds=self.rounds, timed=False)
                 verdict = evaluation.verdict
                 if verdict.status.value == "PASSED":
                     self.store.set_attempt_verified(best.id, f"{PASSED_PREFIX}: {self.rounds} rounds of fresh inputs")

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import enum
 import statistics
+import subprocess
 import sys
 import types
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from core.evaluate import cupti_span, timing
 from core.evaluate.cupti_span import ApiRecord, GpuRecord, KernelSpanTracer, call_spans_ms
-from core.evaluate.timing import EVENTS_METHOD, HOST_BOUND_NOTE, SPAN_METHOD, TimedCall, timing_method
+from core.evaluate.timing import (EVENTS_METHOD, HOST_BOUND_NOTE, SPAN_METHOD, SPANS_HIDDEN_NOTE, TimedCall,
+                                  counted_calls, spans_hold, timing_method)
 
 # ------------------------------------------------------------------ spans from plain records (ns)
 
@@ -150,7 +153,25 @@ def test_the_tracer_spans_kernels_copies_and_memsets_and_ignores_other_kinds(scr
     fake.emit(Kind.CUDA_EVENT, 3, 1_000, 20_000)  # not GPU work of the call's: never spanned
     assert tracer.spans_ms([(opened, closed)]) == [pytest.approx(0.005)]
     tracer.stop()
-    assert fake.enabled == set() and fake.finalized == 1
+    assert fake.enabled == set() and fake.finalized == 0  # CUPTI stays attached: only the kinds are turned off
+
+
+def test_the_callbacks_are_registered_once_and_a_late_buffer_reaches_no_later_tracer(scripted):
+    fake = scripted()
+    registered = []
+    original = fake.activity_register_callbacks
+    fake.activity_register_callbacks = lambda *callbacks: (registered.append(callbacks), original(*callbacks))
+    first, _ = KernelSpanTracer.start()
+    opened = first.now()
+    fake.emit(Kind.RUNTIME, 1, opened + 1)
+    fake.emit(Kind.CONCURRENT_KERNEL, 1, 1_000, 2_000)
+    first.stop()  # its records are dropped with it
+    second, _ = KernelSpanTracer.start()
+    assert len(registered) == 1 and set(fake.enabled) >= {Kind.RUNTIME, Kind.CONCURRENT_KERNEL}
+    fake.emit(Kind.RUNTIME, 2, opened + 2)
+    fake.emit(Kind.CONCURRENT_KERNEL, 2, 3_000, 3_500)
+    assert second.spans_ms([(opened, opened + 50)]) == [pytest.approx(0.0005)]
+    second.stop()
 
 
 def test_discarded_records_are_not_spanned_later(scripted):
@@ -192,7 +213,7 @@ def test_a_kind_refused_after_others_were_enabled_undoes_them(scripted):
     fake = scripted(refuse=Kind.MEMSET)
     tracer, why = KernelSpanTracer.start()
     assert tracer is None and why
-    assert fake.enabled == set() and fake.finalized == 1
+    assert fake.enabled == set() and fake.finalized == 0
 
 
 def test_a_failing_clock_turns_the_tracer_off_instead_of_raising(scripted):
@@ -223,11 +244,13 @@ def test_without_the_cupti_package_there_is_no_tracer(monkeypatch):
 # ------------------------------------------------------------------ what a timing reports
 
 
-def test_a_led_call_is_timed_by_its_span_and_the_others_by_their_events():
+def test_a_call_is_timed_by_its_span_led_or_not_and_by_its_events_without_one():
     assert TimedCall(0.0039, 0.0016, led=True).time_ms == 0.0016  # what the H200 showed: the events' 2.3 us out
     assert TimedCall(0.3395, 0.3369, led=True).time_ms == 0.3369
     assert TimedCall(0.0040, None, led=True).time_ms == 0.0040  # no GPU work seen: never 0
-    assert TimedCall(0.3000, 0.0016, led=False).time_ms == 0.3000  # not led: host time in, as host-bound says
+    # Not led: the events have the host's launch in them, the span is the GPU's from first start to last end.
+    slow_host = TimedCall(0.3000, 0.0016, led=False)
+    assert slow_host.time_ms == 0.0016 and not slow_host.span_short
 
 
 @pytest.mark.parametrize("event_ms, span_ms", [
@@ -250,18 +273,47 @@ E, S = 0.0039, 0.0016  # one small call's event interval and span, ms
     ([TimedCall(E, None, True)] * 3, True, False, EVENTS_METHOD + "; CUPTI saw no GPU work launched by the calls"),
     ([TimedCall(E, S, True), TimedCall(0.100, 0.020, True)], True, False,
      SPAN_METHOD + "; cuda events for the calls whose kernel span fell short of them"),
-    ([TimedCall(E, S, True), TimedCall(0.3, S, False), TimedCall(0.3, S, False)], True, True,
-     SPAN_METHOD + HOST_BOUND_NOTE + " (cuda events for the calls not led)"),
+    ([TimedCall(E, S, True), TimedCall(0.3, S, False), TimedCall(0.3, S, False)], True, False, SPAN_METHOD),
     ([TimedCall(0.3, None, False)] * 3, False, True, EVENTS_METHOD + HOST_BOUND_NOTE),
 ])
 def test_the_method_says_how_the_counted_calls_were_timed(calls, traced, bound, method):
     assert timing_method(calls, traced, bound) == method
 
 
+LED, SLOW = TimedCall(E, S, True), TimedCall(0.3, S, False)  # a call led by the flush, one whose host was slow
+
+
+def test_once_the_check_pass_agrees_every_call_counts_by_its_span_however_slow_its_host():
+    counted, method = counted_calls([SLOW] * 20 + [LED] * 2, [LED] * 10, True, 10)
+    assert method == SPAN_METHOD and len(counted) == 22
+    assert {c.time_ms for c in counted} == {S}
+
+
+def test_spans_short_of_the_check_pass_events_leave_the_events_for_the_whole_timing():
+    hidden = TimedCall(0.100, 0.020, True)  # led behind the spin: 80 us of GPU work CUPTI did not see
+    assert spans_hold([hidden] * 6 + [LED] * 4) is False
+    counted, method = counted_calls([LED] * 20, [hidden] * 10, True, 10)
+    assert method == EVENTS_METHOD + SPANS_HIDDEN_NOTE and {c.time_ms for c in counted} == {E}
+    counted, method = counted_calls([SLOW] * 20, [hidden] * 10, True, 10)  # and the host-bound rule again
+    assert method == EVENTS_METHOD + HOST_BOUND_NOTE + SPANS_HIDDEN_NOTE and {c.time_ms for c in counted} == {0.3}
+
+
+def test_spans_that_could_not_be_checked_are_not_used():
+    assert spans_hold([SLOW] * 10) is None
+    counted, method = counted_calls([LED] * 20, [SLOW] * 10, True, 10)
+    assert method.startswith(EVENTS_METHOD + "; cuda events: the kernel spans could not be checked"), method
+    assert {c.time_ms for c in counted} == {E}
+
+
+def test_without_tracing_the_led_calls_count_by_their_events():
+    counted, method = counted_calls([TimedCall(E, None, True)] * 20 + [TimedCall(0.3, None, False)], [], False, 10)
+    assert method == EVENTS_METHOD and len(counted) == 20
+
+
 def test_old_method_matches_still_hold():
     """What other code and tests match on: the events text is unchanged, host-bound still says so."""
     assert EVENTS_METHOD == "cuda events per call, L2 flushed, device-wide check"
-    assert "host-bound" in timing_method([TimedCall(0.3, S, False)], True, True)
+    assert "host-bound" in timing_method([TimedCall(0.3, None, False)], False, True)
 
 
 # ------------------------------------------------------------------ time_cuda on a simulated GPU
@@ -269,15 +321,20 @@ def test_old_method_matches_still_hold():
 
 class SimulatedGpu:
     """torch.cuda as time_cuda uses it, on a clock of its own: each call takes ``event_ms`` between its events and
-    launches (through the scripted CUPTI) one kernel of ``span_ms``; the L2 flush takes a second, so every call is
-    led. The flush's own kernel is launched before the call's window and overlaps the call's kernel on the GPU."""
+    launches (through the scripted CUPTI) one kernel of ``span_ms``; the L2 flush takes ``flush_ms`` (a second by
+    default, so every call is led; 0: no call is). A call queued behind a spin (the check pass's lead) takes
+    ``spun_event_ms`` (default ``event_ms``): what its events read once the host's launch is out of them. The
+    flush's own kernel is launched before the call's window and overlaps the call's kernel on the GPU."""
 
-    def __init__(self, monkeypatch, cupti: ScriptedCupti | None, event_ms=0.0039, span_ms=0.0016):
+    def __init__(self, monkeypatch, cupti: ScriptedCupti | None, event_ms=0.0039, span_ms=0.0016, flush_ms=1000.0,
+                 spun_event_ms=None):
         import torch
 
-        self.cupti, self.event_ms, self.span_ms = cupti, event_ms, span_ms
+        self.cupti, self.event_ms, self.span_ms, self.flush_ms = cupti, event_ms, span_ms, flush_ms
+        self.spun_event_ms = event_ms if spun_event_ms is None else spun_event_ms
         self.now_ms = 0.0
         self.correlation = 0
+        self.spun = False
         gpu = self
 
         class Event:
@@ -295,13 +352,17 @@ class SimulatedGpu:
 
         monkeypatch.setattr(torch.cuda, "Event", Event)
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-        monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: self.advance(cycles / 1e6))
+        monkeypatch.setattr(torch.cuda, "_sleep", self.sleep)
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(L2_cache_size=1024))
         monkeypatch.setattr(timing, "FLUSH_FLOOR_BYTES", 1024)
         monkeypatch.setattr(timing.L2Flush, "__call__", lambda flush: self.flush())
 
     def advance(self, ms):
         self.now_ms += ms
+
+    def sleep(self, cycles):
+        self.spun = True
+        self.advance(cycles / 1e6)
 
     def _launch(self, start_ns, length_ns):
         if self.cupti is not None:
@@ -310,12 +371,14 @@ class SimulatedGpu:
             self.cupti.emit(Kind.CONCURRENT_KERNEL, self.correlation, start_ns, start_ns + length_ns)
 
     def flush(self):
-        self._launch(int(self.now_ms * 1e6), 10**9 + 10**6)  # runs on past the call's kernel
-        self.advance(1000.0)
+        self.spun = False
+        self._launch(int(self.now_ms * 1e6), int(self.flush_ms * 1e6) + 10**6)  # runs on past the call's kernel
+        self.advance(self.flush_ms)
 
     def call(self, _i):
         self._launch(int(self.now_ms * 1e6) + 500, int(self.span_ms * 1e6))
-        self.advance(self.event_ms)
+        self.advance(self.spun_event_ms if self.spun else self.event_ms)
+        self.spun = False
 
 
 SIMULATED = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=50, target_seconds=1.0,
@@ -332,12 +395,24 @@ def test_time_cuda_reports_the_span_of_each_call_without_the_lead(monkeypatch, s
     again.stop()
 
 
-def test_kernel_spans_are_off_by_default_even_where_cupti_traces(monkeypatch, scripted):
+def test_kernel_spans_are_on_by_default_and_off_gives_the_events(monkeypatch, scripted):
+    assert timing.TimingPolicy().kernel_spans
     gpu = SimulatedGpu(monkeypatch, scripted())
     result = timing.time_cuda(gpu.call, lambda _i: None, "cpu", replace(SIMULATED, kernel_spans=False))
     assert result.method == EVENTS_METHOD, result
     assert result.median_ms == pytest.approx(0.0039)
-    assert not timing.TimingPolicy().kernel_spans
+
+
+def test_the_run_log_line_says_how_calls_are_timed_and_what_is_missing(monkeypatch, scripted):
+    scripted()
+    assert timing.describe(timing.TimingPolicy(), "cuda") == (
+        "timing: each call's CUPTI kernel span, as upstream SOL-ExecBench times it")
+    assert "kernel_spans = false" in timing.describe(replace(timing.TimingPolicy(), kernel_spans=False), "cuda")
+    assert timing.describe(timing.TimingPolicy(), "cpu") == "timing: wall clock per call (cpu)"
+    monkeypatch.setattr(cupti_span, "_load_cupti", lambda: __import__("no_such_cupti_module"))
+    line = timing.describe(timing.TimingPolicy(), "cuda")
+    assert line.startswith("timing: CUDA events per call") and "ModuleNotFoundError" in line, line
+    assert "pip install cupti-python" in line
 
 
 def test_time_cuda_without_cupti_reports_the_events(monkeypatch):
@@ -363,8 +438,25 @@ def test_time_cuda_falls_back_to_the_events_when_cupti_fails_midway(monkeypatch,
     result = timing.time_cuda(failing_in_the_second_batch, lambda _i: None, "cpu", policy)
     assert result.method == EVENTS_METHOD, result
     assert result.median_ms == pytest.approx(0.0039) and result.calls == 250  # the first batch's too
-    spans = [c.span_ms for c in captured[-1]]
-    assert spans[:100] == [pytest.approx(0.0016)] * 100 and spans[100:] == [None] * 150
+    assert [c.span_ms for c in captured[-1]] == [None] * 250
+    again, _ = KernelSpanTracer.start()  # released by the failure
+    assert again is not None
+    again.stop()
+
+
+def test_a_host_slower_than_the_flush_is_timed_by_the_spans_once_the_spin_pass_agrees(monkeypatch, scripted):
+    gpu = SimulatedGpu(monkeypatch, scripted(), event_ms=0.3, flush_ms=0.0, spun_event_ms=0.0039)
+    result = timing.time_cuda(gpu.call, lambda _i: None, "cpu", SIMULATED)
+    assert result.method == SPAN_METHOD, result
+    assert result.median_ms == pytest.approx(0.0016) and result.calls == 50
+
+
+def test_gpu_work_hidden_from_cupti_leaves_the_events(monkeypatch, scripted):
+    # CUPTI sees 1.6 us of the call's work; behind the spin its events read 100 us of GPU work.
+    gpu = SimulatedGpu(monkeypatch, scripted(), event_ms=0.3, flush_ms=0.0, spun_event_ms=0.100)
+    result = timing.time_cuda(gpu.call, lambda _i: None, "cpu", SIMULATED)
+    assert result.method == EVENTS_METHOD + HOST_BOUND_NOTE + SPANS_HIDDEN_NOTE, result
+    assert result.median_ms == pytest.approx(0.3)
 
 
 def test_time_cuda_keeps_the_event_time_of_a_call_that_launched_no_gpu_work(monkeypatch, scripted):
@@ -391,15 +483,15 @@ def cuda():
 
 @pytest.fixture
 def captured(monkeypatch):
-    """The TimedCalls of the time_cuda calls of a test."""
+    """The TimedCalls (spans in) of the time_cuda calls of a test, as it chose among them."""
     runs: list[list[TimedCall]] = []
-    original = timing._timed_calls
+    original = timing.counted_calls
 
-    def capturing(*args, **kwargs):
-        runs.append(original(*args, **kwargs))
-        return runs[-1]
+    def capturing(timed, *args, **kwargs):
+        runs.append(timed)
+        return original(timed, *args, **kwargs)
 
-    monkeypatch.setattr(timing, "_timed_calls", capturing)
+    monkeypatch.setattr(timing, "counted_calls", capturing)
     return runs
 
 
@@ -421,7 +513,7 @@ def test_a_small_torch_op_is_timed_by_its_span_shorter_than_its_events(cuda, cap
     x = torch.randn(4096, device=cuda)
     result = timing.time_cuda(lambda _i: x.mul_(1.0001), lambda _i: None, cuda, POLICY)
     assert result.method == SPAN_METHOD, result
-    counted = [c for c in captured[-1] if c.led]
+    counted = captured[-1]
     assert counted and all(c.spanned and c.span_ms > 0 for c in counted), counted[:5]
     spans, events = [c.span_ms for c in counted], [c.event_ms for c in counted]
     assert statistics.median(spans) < statistics.median(events), (spans[:5], events[:5])
@@ -429,6 +521,27 @@ def test_a_small_torch_op_is_timed_by_its_span_shorter_than_its_events(cuda, cap
     assert result.median_ms == pytest.approx(statistics.median(spans))
     # The 256 MiB flush queued ahead of each call (about 80 us) would show in the span, were it counted.
     assert result.median_ms < 0.02, result
+
+
+@pytest.mark.gpu
+def test_a_call_slower_on_the_host_than_the_flush_is_timed_by_its_span(cuda, captured):
+    import time
+
+    import torch
+
+    _needs_cupti()
+    x = torch.randn(4096, device=cuda)
+
+    def slow_host(_i):
+        until = time.perf_counter() + 300e-6  # past the 256 MiB flush (about 80 us): the GPU waits for the host
+        while time.perf_counter() < until:
+            pass
+        x.mul_(1.0001)
+
+    result = timing.time_cuda(slow_host, lambda _i: None, cuda, POLICY)
+    assert result.method == SPAN_METHOD, result
+    assert sum(c.led for c in captured[-1]) < len(captured[-1]) / 2, captured[-1][:5]
+    assert result.median_ms < 0.02, result  # the kernel's span, not the host's 300 us
 
 
 @pytest.mark.gpu
@@ -440,11 +553,20 @@ def test_a_call_without_gpu_work_keeps_its_event_time(cuda, captured):
 
 
 @pytest.mark.gpu
-def test_without_cupti_the_events_time_the_calls(cuda, monkeypatch):
-    import torch
-
-    monkeypatch.setitem(sys.modules, "cupti", None)
-    x = torch.randn(4096, device=cuda)
-    result = timing.time_cuda(lambda _i: x.mul_(1.0001), lambda _i: None, cuda, POLICY)
-    assert result.method == EVENTS_METHOD, result
-    assert result.median_ms > 0
+def test_without_cupti_the_events_time_the_calls():
+    # In a process of its own: once a tracer has run, CUPTI stays attached to the process (see
+    # core.evaluate.cupti_span), which slows every launch, and this test's calls would be timed host-bound.
+    code = (
+        "import sys; sys.modules['cupti'] = None\n"
+        "import torch\n"
+        "from core.evaluate import timing\n"
+        "x = torch.randn(4096, device='cuda')\n"
+        "policy = timing.TimingPolicy(warmup_calls=3, min_calls=20, max_calls=200, target_seconds=0.02,"
+        " kernel_spans=True)\n"
+        "result = timing.time_cuda(lambda _i: x.mul_(1.0001), lambda _i: None, torch.device('cuda'), policy)\n"
+        "print(result.method); print(result.median_ms)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    method, median = done.stdout.strip().splitlines()[-2:]
+    assert method == EVENTS_METHOD and float(median) > 0, done.stdout

@@ -53,10 +53,20 @@ def test_a_best_that_fails_ten_rounds_is_demoted_and_the_next_is_verified(tmp_pa
             assert wrong.passed and store.problem(problem_id).best_attempt_id == wrong.id
             verifier = BestVerifier(store, life, 10, log=lambda line, problem_id=None: logged.append(line))
             assert verifier.unverified() == [problem_id]
+            evaluate = evaluator.evaluate
+
+            async def recording(request):
+                asked.append(request)
+                return await evaluate(request)
+
+            evaluator.evaluate = recording
             await verifier.verify(problem_id, problem)
             return honest, wrong
 
+    asked = []
     honest, wrong = anyio.run(main)
+    # Both bests were evaluated again for correctness alone: 10 rounds, no timing (their times stand).
+    assert [(r.rounds, r.timing) for r in asked] == [(10, None), (10, None)]
     assert store.attempt(wrong.id).verified.startswith("failed: INCORRECT_NUMERICAL: ")
     assert store.attempt(honest.id).verified == "passed: 10 rounds of fresh inputs"
     row = store.problem(problem_id)

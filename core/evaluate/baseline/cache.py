@@ -20,8 +20,9 @@ from core.problem.load import DEFINITION_FILE, WORKLOAD_FILE
 # Part of every cache key: raise it when the way T_b is measured changes, so that no older figure is reused.
 # 2: timed calls behind a launch lead (core.evaluate.timing.LaunchLead); version 1's small-workload figures
 # could include the host's launch time. 3: random inputs drawn as upstream SOL-ExecBench draws them
-# (core.problem.input_rules), so a T_b timed on the older inputs is not reused.
-FORMAT_VERSION = 3
+# (core.problem.input_rules), so a T_b timed on the older inputs is not reused. 4: with kernel spans every call
+# counts by its span, led or not, once a pass behind a spin agrees with the events (core.evaluate.timing).
+FORMAT_VERSION = 4
 
 
 def problem_content_hash(problem_dir: str | Path) -> str:

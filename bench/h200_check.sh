@@ -41,9 +41,8 @@ case $part in
     # CONFIG=FILE runs it with that config instead (e.g. bench/kernel_spans.toml, with cupti-python from
     # .solxwhl). Should the log stay silent for STALL_S (default 60) seconds, every worker is asked for its
     # Python stacks (SIGUSR1) and their logs are copied to $OUT/stall/.
-    solx
+    if [ -n "${CONFIG:-}" ]; then solx; config=(--config "$CONFIG"); else wheels; config=(); fi
     RUN=${RUN:-/tmp/kfdefault}
-    config=(); [ -n "${CONFIG:-}" ] && config=(--config "$CONFIG")
     nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu-util.csv" &
     smi=$!
     start=$(date +%s.%N)
@@ -111,7 +110,7 @@ def lat(file):
             for r in rows}
 ours, theirs = lat(fresh / "kf.jsonl"), lat(fresh / "up.jsonl")
 print(f"{name}: kernelfleet eval {t1 - t0:.1f} s, sol-execbench {t2 - t1:.1f} s")
-methods = sorted({m for line in open(fresh / "kf.log") for m in [line.strip()] if m.startswith("timing")})[:4]
+methods = sorted({m for line in open(fresh / "kf.log") for m in [line.strip()] if m.startswith(("timing", "time:"))})[:4]
 if methods:
     print("  kernelfleet methods:", *methods, sep="\n    ")
 for uuid, (status, ms) in ours.items():

@@ -72,9 +72,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="seconds per workload before the worker is killed (default 120)")
     parser.add_argument("--blob-root", action="append", default=[], type=Path, metavar="DIR",
                         help="where safetensors paths of workloads are resolved (repeatable)")
-    parser.add_argument("--kernel-spans", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--kernel-spans", action="store_true",
                         help="time each call by its kernels' span on the GPU (CUPTI, as SOL-ExecBench does; needs "
-                             "cupti-python, else CUDA events); --no-kernel-spans: CUDA events (default: spans)")
+                             "cupti-python) instead of CUDA events")
     # Tests: a short timing policy (fewer, shorter timed runs) for candidate and baseline alike.
     parser.add_argument("--quick-timing", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(handler=run_eval)

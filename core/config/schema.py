@@ -185,8 +185,9 @@ class EvaluationConfig:
     # upstream SOL-ExecBench's rule); 0 skips the re-verification.
     verify_rounds: int = setting(10, min=0)
     # Time each call by its CUPTI kernel span, as upstream SOL-ExecBench does (needs cupti-python; without it, CUDA
-    # events, which add 2-3 us a call, and the run's log says so). False: CUDA events always.
-    kernel_spans: bool = setting(True)
+    # events, and the run's log says so), instead of CUDA events, which add 2-3 us a call. Off by default: tracing
+    # slows every job several-fold (core.evaluate.timing.TimingPolicy.kernel_spans).
+    kernel_spans: bool = setting(False)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ records from CUPTI while a timing runs. CUPTI is optional (package ``cupti-pytho
 activity tracing cannot be had (one client per process: a profiler may hold it), ``KernelSpanTracer.start``
 gives no tracer and the caller times with events.
 
-CUPTI stays attached to the process once a tracer has started: a timing turns the activity kinds on and off, and
-the buffer callbacks are registered once. Records are taken twice per timing (after its warm-up and at its end),
-never per batch of calls. (Detaching with ``cupti.finalize`` after every timing and taking records after every
-batch is what a fleet run stalled with on the H200; see bench/README.md.)
+A timing takes the records twice (after its warm-up and at its end), never per batch of calls, and detaches CUPTI
+when it ends: a process where CUPTI stays attached launches everything more slowly, traced or not (on the H200 an
+events timing after a traced one was timed host-bound).
 """
 
 from __future__ import annotations
@@ -63,27 +62,6 @@ def call_spans_ms(windows: Sequence[tuple[int, int]], api: Sequence[ApiRecord],
 
 
 _active = threading.Lock()  # CUPTI's activity API serves one client per process: one tracer at a time
-
-
-class _Client:
-    """This process's CUPTI client: the buffer callbacks are registered once (``registered``: with which CUPTI
-    module) and hand records to the tracer that is on."""
-
-    def __init__(self) -> None:
-        self.registered: Any = None
-        self.tracer: KernelSpanTracer | None = None
-
-    @staticmethod
-    def buffer_requested() -> tuple[int, int]:
-        return 8 << 20, 0  # bytes, and no limit on the records in them
-
-    def buffer_completed(self, activities: list) -> None:
-        tracer = self.tracer
-        if tracer is not None:  # records of no tracer's (a late buffer) are dropped
-            tracer._buffer_completed(activities)
-
-
-_client = _Client()
 
 
 def _load_cupti() -> Any:
@@ -140,13 +118,10 @@ class KernelSpanTracer:
             for kind in tracer._kinds:
                 cupti.activity_enable(kind)
                 tracer._enabled.append(kind)
-            if _client.registered is not cupti:
-                cupti.activity_register_callbacks(_client.buffer_requested, _client.buffer_completed)
-                _client.registered = cupti
+            cupti.activity_register_callbacks(tracer._buffer_requested, tracer._buffer_completed)
         except Exception as error:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED under a profiler
             tracer._release()
             return None, f"CUPTI activity tracing cannot be enabled: {type(error).__name__}: {error}"
-        _client.tracer = tracer
         tracer.on = True
         return tracer, ""
 
@@ -194,6 +169,9 @@ class KernelSpanTracer:
             return None
         return taken
 
+    def _buffer_requested(self) -> tuple[int, int]:
+        return 8 << 20, 0  # bytes, and no limit on the records in them
+
     def _buffer_completed(self, activities: list) -> None:
         # Called by CUPTI: an exception here would be lost, so it is kept and ends the tracing instead.
         try:
@@ -215,25 +193,26 @@ class KernelSpanTracer:
         self._release()
 
     def _release(self) -> None:
-        """Tracing off (every kind this tracer enabled), its records dropped, the process slot freed for the next
-        timing. CUPTI stays attached (see the module's docstring); a failed first enable may mean another client
-        holds CUPTI, which is left alone."""
+        """Tracing off, CUPTI detached (so a profiler, or the next timing, can have it), the process slot freed.
+        CUPTI is finalized only when this tracer enabled something: a failed first enable may mean another client
+        holds CUPTI, which must not be detached."""
         self.on = False
-        enabled, self._enabled = self._enabled, []
-        for kind in enabled:
+        attached, self._enabled = self._enabled, []
+        if attached:
+            try:
+                self._cupti.activity_flush_all(0)  # no buffer left in CUPTI's hands when it is finalized
+            except Exception:
+                pass
+        for kind in attached:
             try:
                 self._cupti.activity_disable(kind)
             except Exception:
                 pass
-        if enabled:
+        if attached:
             try:
-                self._cupti.activity_flush_all(0)  # what is still buffered goes to this tracer, and is dropped
+                self._cupti.finalize()
             except Exception:
                 pass
-        if _client.tracer is self:
-            _client.tracer = None
-        with self._records:
-            self._api, self._gpu = [], []
         if self._holds_slot:
             self._holds_slot = False
             _active.release()

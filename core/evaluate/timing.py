@@ -38,8 +38,10 @@ class TimingPolicy:
     stable_error: float = 0.005
     stable_min_calls: int = 100
     # Time each call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed, as
-    # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call.
-    kernel_spans: bool = True
+    # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call. Off by default: on the H200
+    # (2026-12-02) a default fleet run with spans held the GPU about four times as long per candidate job (10.6 s
+    # against 2.6 s, the GPU busy 16% on average) and made 39 attempts in 9 minutes; see bench/README.md.
+    kernel_spans: bool = False
 
 
 FLUSH_FLOOR_BYTES = 256 << 20
@@ -69,8 +71,8 @@ def describe(policy: TimingPolicy, device: str) -> str:
     if not device.startswith("cuda"):
         return "timing: wall clock per call (cpu)"
     if not policy.kernel_spans:
-        return ("timing: CUDA events per call ([evaluation] kernel_spans = false), which read 2-3 us more per call "
-                "than upstream SOL-ExecBench's CUPTI kernel spans")
+        return ("timing: CUDA events per call, which read 2-3 us more per call than upstream SOL-ExecBench's CUPTI "
+                "kernel spans ([evaluation] kernel_spans = true for spans: slower)")
     why = cupti_span.unavailable()
     if why:
         return (f"timing: CUDA events per call, 2-3 us more per call than upstream's CUPTI kernel spans ({why}; "

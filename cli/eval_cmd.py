@@ -260,6 +260,8 @@ def write_traces(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 async def _evaluate(args, problem: Problem, solution, indices: list[int], device: str, err: Console) -> Outcome:
+    import anyio
+
     from core.build import BuildService
     from core.evaluate import TimingPolicy
     from core.evaluate.evaluate import compile_error_verdict
@@ -270,6 +272,8 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     policy = TimingPolicy(**(QUICK_TIMING if args.quick_timing else {}), kernel_spans=args.kernel_spans)
     blob_roots = tuple(str(p) for p in args.blob_root)
     builds = BuildService()
+    stages: dict[str, float] = {}  # each stage's own wall seconds; T_sol and, on a GPU, T_b run beside the others
+    began = time.monotonic()
     async with AsyncExitStack() as stack:
         def start_pool() -> LocalEvaluator:
             return LocalEvaluator(device, builds=builds, spare=False, workload_timeout_s=args.timeout,
@@ -277,50 +281,87 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
 
         # The pool's judge and candidate processes start (and import torch) while the solution builds, unless it
         # cannot run on this device: then it is only built, so that its compile errors are still reported.
-        stages: dict[str, float] = {}
-        clock = time.monotonic()
-
-        def stage(name: str) -> None:
-            nonlocal clock
-            now = time.monotonic()
-            stages[name] = stages.get(name, 0.0) + now - clock
-            clock = now
-
         evaluator = await stack.enter_async_context(start_pool()) if _fits_device(solution, device) else None
-        with err.status("building", spinner="dots"):
-            try:
-                prepared = await prepare(solution, builds)
-            except SpecError as exc:
-                raise InputFault(str(exc)) from None
-        stage("build")
-        if not prepared.ok:
-            verdict = compile_error_verdict(prepared, indices)
-            return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
-                           device_name=_device_label(device, ""), stages_s=stages)
-        _check_device_fits(solution, args.solution, prepared.kind, device)
-        if evaluator is None:
-            evaluator = await stack.enter_async_context(start_pool())
-        await evaluator.pool.wait_ready()
-        stage("workers ready")
         outcome = Outcome(problem, solution, indices, device, verdict=None, stages_s=stages)
         if args.no_baseline:
             outcome.baseline_note = "T_b not measured (--no-baseline)"
-        else:
-            with err.status("measuring the baseline T_b (eager and torch.compile of the reference; cached after "
-                            "the first run)", spinner="dots"):
+        sol_known = anyio.Event()
+
+        async def speed_of_light() -> None:
+            started = time.monotonic()
+            try:
+                outcome.sol = await evaluator.speed_of_light(problem, indices)
+            finally:
+                stages["T_sol"] = time.monotonic() - started
+                sol_known.set()
+
+        baseline_known = anyio.Event()
+
+        async def baseline() -> None:
+            started = time.monotonic()
+            try:
                 for result in await evaluator.baseline(problem, indices, timing=policy,
-                                                       compile_timeout_s=args.compile_timeout,
-                                                       blob_roots=blob_roots):
+                                                       compile_timeout_s=args.compile_timeout, blob_roots=blob_roots):
                     outcome.baselines[result.index] = result
-            stage("T_b")
-        outcome.device_name = _device_label(device, evaluator.device_model if device == "cuda" else "")
-        with err.status("computing the speed of light T_sol", spinner="dots"):
-            outcome.sol = await evaluator.speed_of_light(problem, indices)
-        stage("T_sol")
-        with err.status(f"evaluating on {device}", spinner="dots"):
-            life = AttemptLife(None, evaluator, EvaluationPolicy(args.rounds, policy, blob_roots))
-            outcome.verdict = await evaluate_every_workload(life, problem, solution, indices, prepared)
-        stage("evaluation")
+            finally:
+                stages["T_b"] = time.monotonic() - started
+                baseline_known.set()
+
+        # On a GPU, T_b (torch.compile on the CPU, its timing holding the GPU as a candidate does) goes beside the
+        # build and the evaluation; on the CPU it would share the cores the candidate is timed on, so it goes first.
+        baseline_beside = not args.no_baseline and device.startswith("cuda")
+        failed: Exception | None = None
+        async with anyio.create_task_group() as beside:
+            if evaluator is not None:
+                beside.start_soon(speed_of_light)
+                if baseline_beside:
+                    beside.start_soon(baseline)
+            started = time.monotonic()
+            with err.status("building", spinner="dots"):
+                try:
+                    prepared = await prepare(solution, builds)
+                except SpecError as exc:
+                    failed = InputFault(str(exc))
+            stages["build"] = time.monotonic() - started
+            if failed is None and prepared.ok:
+                try:
+                    _check_device_fits(solution, args.solution, prepared.kind, device)
+                except InputFault as fault:
+                    failed = fault
+            if failed is not None or not prepared.ok:
+                beside.cancel_scope.cancel()
+            else:
+                if evaluator is None:
+                    evaluator = await stack.enter_async_context(start_pool())
+                    beside.start_soon(speed_of_light)
+                started = time.monotonic()
+                await evaluator.pool.wait_ready()
+                stages["workers ready"] = time.monotonic() - started
+                if not args.no_baseline and not baseline_beside:
+                    with err.status("measuring the baseline T_b (eager and torch.compile of the reference; cached "
+                                    "after the first run)", spinner="dots"):
+                        await baseline()
+                with err.status("computing the speed of light T_sol", spinner="dots"):
+                    await sol_known.wait()
+                outcome.device_name = _device_label(device, evaluator.device_model if device == "cuda" else "")
+                started = time.monotonic()
+                with err.status(f"evaluating on {device}", spinner="dots"):
+                    life = AttemptLife(None, evaluator, EvaluationPolicy(args.rounds, policy, blob_roots))
+                    outcome.verdict = await evaluate_every_workload(life, problem, solution, indices, prepared)
+                stages["evaluation"] = time.monotonic() - started
+                if baseline_beside:
+                    with err.status("measuring the baseline T_b (eager and torch.compile of the reference; cached "
+                                    "after the first run)", spinner="dots"):
+                        await baseline_known.wait()
+        closing = time.monotonic()
+    stages["closing the workers"] = time.monotonic() - closing
+    stages["total"] = time.monotonic() - began
+    if failed is not None:
+        raise failed
+    if not prepared.ok:
+        verdict = compile_error_verdict(prepared, indices)
+        return Outcome(problem, solution, indices, device, verdict, build_errors=verdict.reason,
+                       device_name=_device_label(device, ""), stages_s=stages)
     return outcome
 
 
@@ -481,17 +522,25 @@ def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
     return lines
 
 
+STAGE_ORDER = ("build", "workers ready", "T_sol", "T_b", "evaluation", "closing the workers")
+
+
 def stages_line(outcome: Outcome) -> str:
-    """Where the command's time went: each stage's wall seconds, and the evaluation's by phase (summed over the
-    workloads, as the pool measured them)."""
+    """Where the command's time went: each stage's own wall seconds (on a GPU, T_sol and T_b run beside the build
+    and the evaluation), the evaluation's by phase (summed over the workloads, as the pool measured them), and the
+    total from the start of the evaluation to the workers closed."""
     phases: dict[str, float] = {}
     for workload in (outcome.verdict.workloads if outcome.verdict is not None else ()):
         for name, seconds in (workload.phase_s or {}).items():
-            if name in ("run.rounds", "run.save", "run.timing", "check.load", "reference"):
+            if name in ("reference", "run.rounds", "run.save", "run.timing", "check.load"):
                 phases[name] = phases.get(name, 0.0) + seconds
-    stages = [f"{name} {seconds:.1f} s" for name, seconds in outcome.stages_s.items() if seconds >= 0.05]
+    stages = [f"{name} {outcome.stages_s[name]:.1f} s" for name in STAGE_ORDER
+              if outcome.stages_s.get(name, 0.0) >= 0.05]
     detail = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
-    return "time: " + " · ".join(stages) + (f" (of which {detail})" if detail else "")
+    line = "time: " + " · ".join(stages) + (f" (evaluation: {detail})" if detail else "")
+    if "total" in outcome.stages_s:
+        line += f"; {outcome.stages_s['total']:.1f} s in all"
+    return line
 
 
 # ---------------------------------------------------------------- JSON traces

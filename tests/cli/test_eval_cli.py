@@ -94,9 +94,9 @@ def test_pytorch_solution_passes_with_a_table(first_run):
     assert "T_b: faster of eager (e) and torch.compile (c) of the reference, measured now" in out
     assert "T_sol unavailable: no speed-of-light model for the cpu device" in out
     (took,) = [line for line in out.splitlines() if line.startswith("time: ")]
-    stages = dict(re.findall(r"([A-Za-z_. ]+?) ([0-9.]+) s", took.removeprefix("time: ")))
-    assert {"build", "workers ready", "T_b", "evaluation"} <= {k.strip(" ·(,") for k in stages}, took
-    assert "run.timing" in took and "check.load" in took, took
+    for stage in (r"workers ready", r"T_b", r"· evaluation", r"evaluation: reference", r"run\.timing", r"check\.load"):
+        assert re.search(stage + r" [0-9]+\.[0-9] s", took), (stage, took)
+    assert re.search(r"; [0-9]+\.[0-9] s in all$", took), took
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("PASSED 2/2 workloads, geomean speedup ") and "SOL n/a" in summary
 

@@ -39,8 +39,8 @@ class TimingPolicy:
     stable_min_calls: int = 100
     # Time each call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed, as
     # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call. Off by default: on the H200
-    # (2026-12-02) a default fleet run with spans held the GPU about four times as long per candidate job (10.6 s
-    # against 2.6 s, the GPU busy 16% on average) and made 39 attempts in 9 minutes; see bench/README.md.
+    # (2026-12-02) a default fleet run with spans held the GPU 497 device-seconds for 47 candidate jobs (with events:
+    # 294 for 115), nvidia-smi showing it busy 16% on average, and made 39 attempts in 9 minutes; bench/README.md.
     kernel_spans: bool = False
 
 

@@ -490,11 +490,29 @@ class EvaluationPool:
                 slot.replace_candidate()
             return WorkloadVerdict(index, _status(ran.get("status")), str(ran.get("reason", ""))), fatal
         phases["run"] = time.monotonic() - began
+        spot: dict[str, Any] = {}
+        if job.timing is not None:
+            # Which elements of the timed calls' outputs are spot-checked is drawn only now that they are over.
+            spot = {"sample_seed": secrets.randbits(63)}
+            began = time.monotonic()
+            try:
+                sampled = await slot.candidate.request(
+                    {"op": "spot", "workload": index, "exchange_dir": str(exchange), **spot}, self.workload_timeout_s)
+            except WorkerGone as gone:
+                slot.replace_candidate()
+                return WorkloadVerdict(index, gone.status, gone.reason), True
+            if sampled.get("status") != "ok":
+                fatal = bool(sampled.get("fatal"))
+                if fatal or sampled.get("status") == "REWARD_HACK":
+                    slot.replace_candidate()
+                return WorkloadVerdict(index, _status(sampled.get("status")), str(sampled.get("reason", ""))), fatal
+            spot["spot"] = sampled.get("spot", [])
+            phases["spot"] = time.monotonic() - began
         began = time.monotonic()
         try:
             checked = await slot.judge.request(
-                {"op": "check", **common, "workload": index, "files": ran.get("files", {}),
-                 "spot": ran.get("spot", [])}, self.workload_timeout_s)
+                {"op": "check", **common, "workload": index, "files": ran.get("files", {}), **spot},
+                self.workload_timeout_s)
         except WorkerGone as gone:
             slot.replace_judge()
             return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}"), False
@@ -520,10 +538,13 @@ class EvaluationPool:
 
 
 def _exchange_bytes(job: EvalJob, index: int) -> int:
-    """The most one workload's output files take: a file per round, and one per timing buffer (at most rounds + 1)."""
+    """The most one workload's output files take: a file per round, and per timing buffer (at most rounds + 1) a
+    spot-check sample (core.evaluate.spot: at most SPOT_SAMPLES elements of 8 bytes per output)."""
+    from core.evaluate.spot import SPOT_SAMPLES
     from core.roofline.counting import analytic_io_bytes
 
-    return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * (2 * job.rounds + 1)
+    samples = (job.rounds + 1) * len(job.problem.definition.outputs) * (SPOT_SAMPLES * 8 + 4096)
+    return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * job.rounds + samples
 
 
 def baseliners_for(device: str, devices: int, shared_cores: int) -> int:

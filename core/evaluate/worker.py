@@ -98,7 +98,7 @@ class _Watch:
 
         import torch
 
-        from core.evaluate import cupti_span, exchange, timing
+        from core.evaluate import cupti_span, exchange, spot, timing
         from core.problem import inputs
 
         self.items: dict[str, tuple[Any, Any, Any]] = {}
@@ -116,6 +116,11 @@ class _Watch:
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),
             ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
+            ("CandidateHarness._spot", CandidateHarness, "_spot"),
+            ("CandidateHarness._save", CandidateHarness, "_save"),
+            ("spot.sampled", spot, "sampled"),
+            ("spot.sample_indices", spot, "sample_indices"),
+            ("spot.SPOT_SAMPLES", spot, "SPOT_SAMPLES"),
         ]:
             self._add(label, owner, name)
         for module in (timing, cupti_span):
@@ -193,6 +198,8 @@ class CandidateHarness:
         self.dps = True
         self.mutable_inputs: frozenset[str] = frozenset()
         self.solution_dir = ""
+        # Each input buffer's last outputs of the latest timing, (workload index, seed, outputs), for "spot".
+        self.timed_outputs: list[tuple[int, int, dict[str, Any]]] = []
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
@@ -200,6 +207,8 @@ class CandidateHarness:
             return self._load(request)
         if op == "run":
             return self._run(request)
+        if op == "spot":
+            return self._spot(request)
         raise ValueError(f"unknown op {op!r}")
 
     def _load(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -248,11 +257,12 @@ class CandidateHarness:
                         f"the judge (exchange disk full or over the file size limit): {_exception_line(exc)}"}
             phases["save"] += time.perf_counter() - began
             input_sets.append(inputs)
-        reply: dict[str, Any] = {"status": "ok", "files": files, "spot": [], "phase_s": phases}
+        reply: dict[str, Any] = {"status": "ok", "files": files, "phase_s": phases}
+        self.timed_outputs = []
         if request.get("timing") is not None:
             began = time.perf_counter()
             try:
-                timing, spot = self._time(workload, input_sets, seeds, request["timing"], exchange)
+                timing = self._time(workload, input_sets, seeds, request["timing"])
             except WorkerFatal:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -266,8 +276,37 @@ class CandidateHarness:
             if pinned:
                 return pinned
             phases["timing"] = time.perf_counter() - began
-            reply.update(timing=timing, spot=spot)
+            reply.update(timing=timing)
         return reply
+
+    def _spot(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The sampled elements (core.evaluate.spot) of each input buffer's last timed outputs, one file each, at
+        indices drawn from the request's seed, which the pool sends only after the timing."""
+        from core.evaluate.spot import sampled
+
+        tampered = self.watch.tampered()
+        if tampered:
+            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+        began = time.perf_counter()
+        seed = int(request["sample_seed"])
+        exchange = Path(request["exchange_dir"])
+        definition = self.problem.definition
+        spot = []
+        try:
+            for slot, (index, input_seed, produced) in enumerate(self.timed_outputs):
+                axes = self.problem.workloads[index].resolved_axes
+                shapes = {name: tuple(definition.shape_of(spec, axes) or ())
+                          for name, spec in definition.outputs.items()}
+                samples = {name: sampled(value, shapes.get(name, ()), seed) for name, value in produced.items()}
+                spot.append([input_seed, self._save(samples, exchange / f"w{index}_timed{slot}_s{input_seed}.out")])
+        except Exception as exc:  # noqa: BLE001 - a timed output that cannot be sampled or handed over
+            if _is_fatal_cuda(exc):
+                raise WorkerFatal("spot check: " + _exception_line(exc, self.solution_dir)) from None
+            return {"status": "RUNTIME_ERROR", "reason": "handing the timed calls' outputs to the judge: "
+                    + _exception_line(exc, self.solution_dir)}
+        finally:
+            self.timed_outputs = []
+        return {"status": "ok", "spot": spot, "phase_s": {"spot": time.perf_counter() - began}}
 
     def _allocate_outputs(self, workload) -> dict[str, Any]:
         from core.problem.dtypes import torch_dtype
@@ -364,9 +403,9 @@ class CandidateHarness:
         write_outputs(produced, path)
         return str(path)
 
-    def _time(self, workload, input_sets, seeds, policy_fields, exchange: Path):
+    def _time(self, workload, input_sets, seeds, policy_fields):
         """Time over rotated input sets (core.evaluate.timing.RotatingInputs); each buffer's last outputs are kept
-        for the judge to spot-check."""
+        (``timed_outputs``) for the judge to spot-check (``_spot``)."""
         from core.evaluate.timing import RotatingInputs, TimingPolicy, time_cpu, time_cuda
 
         torch = self.torch
@@ -394,7 +433,6 @@ class CandidateHarness:
             torch.cuda.synchronize(self.device)
         else:
             timing = time_cpu(call, prepare, policy)
-        spot = []
         for slot in range(slots):
             if self.dps:
                 produced = outs[slot]
@@ -402,10 +440,9 @@ class CandidateHarness:
                 from core.problem.reference import outputs_by_name
 
                 produced = outputs_by_name(self.problem.definition, returned[slot])
-            seed = seeds[last_set[slot]]
-            spot.append([seed, self._save(produced, exchange / f"w{workload.index}_timed{slot}_s{seed}.out")])
+            self.timed_outputs.append((workload.index, seeds[last_set[slot]], produced))
         return {"median_ms": timing.median_ms, "spread": timing.spread, "calls": timing.calls,
-                "method": timing.method}, spot
+                "method": timing.method}
 
 
 _PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
@@ -505,12 +542,16 @@ class Judge:
     def _check(self, request: dict[str, Any]) -> dict[str, Any]:
         from core.evaluate.compare import compare_output, worst
         from core.evaluate.exchange import ExchangeError, read_outputs
+        from core.evaluate.spot import sampled
 
         problem, _ = self._problem(request)
         workload = problem.workloads[request["workload"]]
         all_stats = []
         checks = [(int(s), path, False) for s, path in request["files"].items()]
         checks += [(int(s), path, True) for s, path in request.get("spot", [])]
+        sample_seed = request.get("sample_seed")
+        if sample_seed is None and len(checks) > len(request["files"]):
+            return {"status": "RUNTIME_ERROR", "reason": "spot-check files without the seed of their sample"}
         load_s = 0.0
         for seed, path, timed in checks:
             expected = self.expected.get((workload.index, seed))
@@ -525,6 +566,8 @@ class Judge:
                 return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {_exception_line(exc)}"}
             load_s += time.perf_counter() - began
             for name, ref in expected.items():
+                if timed:  # the same elements the candidate's process sampled (core.evaluate.spot)
+                    ref = sampled(ref, tuple(ref.shape), int(sample_seed)) if hasattr(ref, "shape") else ref
                 comparison = compare_output(name, produced.get(name), ref, workload.tolerance)
                 all_stats.append(comparison.stats)
                 if comparison.status.value != "PASSED":

@@ -485,10 +485,7 @@ class EvaluationPool:
             slot.replace_candidate()
             return WorkloadVerdict(index, gone.status, gone.reason), True
         if ran.get("status") != "ok":
-            fatal = bool(ran.get("fatal"))
-            if fatal or ran.get("status") == "REWARD_HACK":
-                slot.replace_candidate()
-            return WorkloadVerdict(index, _status(ran.get("status")), str(ran.get("reason", ""))), fatal
+            return _candidate_refused(slot, index, ran)
         phases["run"] = time.monotonic() - began
         spot: dict[str, Any] = {}
         if job.timing is not None:
@@ -502,10 +499,7 @@ class EvaluationPool:
                 slot.replace_candidate()
                 return WorkloadVerdict(index, gone.status, gone.reason), True
             if sampled.get("status") != "ok":
-                fatal = bool(sampled.get("fatal"))
-                if fatal or sampled.get("status") == "REWARD_HACK":
-                    slot.replace_candidate()
-                return WorkloadVerdict(index, _status(sampled.get("status")), str(sampled.get("reason", ""))), fatal
+                return _candidate_refused(slot, index, sampled)
             spot["spot"] = sampled.get("spot", [])
             phases["spot"] = time.monotonic() - began
         began = time.monotonic()
@@ -535,6 +529,15 @@ class EvaluationPool:
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
         return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
+
+
+def _candidate_refused(slot: _DeviceSlot, index: int, reply: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
+    """The verdict of a workload whose candidate request did not answer "ok", and whether the job stops there (a
+    fatal fault). A process that faulted or was caught cheating is replaced: it may have left anything behind."""
+    fatal = bool(reply.get("fatal"))
+    if fatal or reply.get("status") == "REWARD_HACK":
+        slot.replace_candidate()
+    return WorkloadVerdict(index, _status(reply.get("status")), str(reply.get("reason", ""))), fatal
 
 
 def _exchange_bytes(job: EvalJob, index: int) -> int:

@@ -93,7 +93,9 @@ case $part in
       KERNELFLEET_CACHE_DIR=$fresh timeout 300 python3 -m cli.main eval "$problem" --solution "$solution" \
         --no-baseline ${EVAL_ARGS:-} -o "$fresh/kf.jsonl" > "$fresh/kf.log" 2>&1
       t1=$(date +%s.%N)
-      PYTHONPATH=$PWD/.upstream/src:$PYTHONPATH timeout 300 python3 -c "from sol_execbench.cli import cli; cli()" \
+      # Upstream builds through torch's cpp_extension, into TORCH_EXTENSIONS_DIR: fresh too.
+      TORCH_EXTENSIONS_DIR=$fresh/torch_extensions PYTHONPATH=$PWD/.upstream/src:$PYTHONPATH timeout 300 \
+        python3 -c "from sol_execbench.cli import cli; cli()" \
         "$problem" --solution "$solution" -o "$fresh/up.jsonl" > "$fresh/up.log" 2>&1
       t2=$(date +%s.%N)
       python3 - "$name" "$t0" "$t1" "$t2" "$fresh" <<'EOF' | tee -a "$OUT/evalcli.txt"

@@ -406,36 +406,52 @@ class EvaluationPool:
         if failed is not None:
             return finish([failed])
         loaded_in = slot.candidate
-        results: list[WorkloadVerdict] = []
+        results: dict[int, WorkloadVerdict] = {}
+        waiting: _Unchecked | None = None  # the workload whose check goes beside the next one's rounds
+
+        async def settle(unchecked: _Unchecked) -> None:
+            results[unchecked.index] = await self._check_workload(slot, job, unchecked, seeds, exchange, common)
+
         for index in indices:
             workload = job.problem.workloads[index]
             if workload.unavailable:
-                results.append(WorkloadVerdict(index, Status.UNAVAILABLE, workload.unavailable))
+                results[index] = WorkloadVerdict(index, Status.UNAVAILABLE, workload.unavailable)
                 continue
             if slot.candidate is not loaded_in:  # replaced after a REWARD_HACK: the next workload needs it loaded
                 failed = await load(index)
                 if failed is not None:
-                    results.append(failed)
+                    results[index] = failed
                     break
                 loaded_in = slot.candidate
-            if results:  # between two workloads: T_b's steps of a problem being prepared may go first
+            if waiting is not None and not _pipelined(job, waiting.index, index):
+                await settle(waiting)  # two workloads' data at once would be too much: one after the other
+                waiting = None
+            if results or waiting is not None:  # between two workloads: T_b's steps of a problem may go first
                 lent = await self._gates.lend(slot.index, priority)
                 slot.lent_s += lent
                 self.usage.lent_s += lent
-            verdict, process_fault = await self._evaluate_workload(slot, job, index, seeds, exchange, common)
-            results.append(verdict)
+            outcome = await self._prepare_workload(slot, job, index, seeds, exchange, common, waiting, settle)
+            waiting = None
+            if isinstance(outcome, _Unchecked):
+                waiting = outcome
+                continue
+            verdict, process_fault = outcome
+            results[index] = verdict
             if process_fault:
                 break
-        return finish(results)
+        if waiting is not None:
+            await settle(waiting)
+        return finish([results[i] for i in indices if i in results])
 
     @staticmethod
     def _exchange_parent(slot: _DeviceSlot, job: EvalJob, indices: Sequence[int]) -> Path:
-        """Outputs reach the judge as files: in memory (the device's folder in /dev/shm) when one workload's files
-        fit there easily (they are deleted after each workload), else on disk in the device's folder."""
+        """Outputs reach the judge as files: in memory (the device's folder in /dev/shm) when two workloads' files
+        fit there easily (each workload's are deleted once checked, the next one's are written meanwhile), else on
+        disk in the device's folder."""
         if slot.exchange_memory is None:
             return slot.exchange_disk
         try:
-            largest = max((_exchange_bytes(job, i) for i in indices), default=0)
+            largest = 2 * max((_exchange_bytes(job, i) for i in indices), default=0)
             free = shutil.disk_usage(slot.exchange_memory).free
         except (OSError, KeyError, ValueError):
             return slot.exchange_disk
@@ -455,72 +471,123 @@ class EvaluationPool:
         return (f"its outputs need up to {needed / 2**30:.1f} GiB in the exchange folder {exchange.parent}, which "
                 f"has {free / 2**30:.1f} GiB free (keeping {EXCHANGE_RESERVE_BYTES >> 30} GiB spare); not run")
 
-    async def _evaluate_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
-                                 exchange: Path, common: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
-        no_room = self._no_room(job, index, exchange)
-        if no_room:
-            return WorkloadVerdict(index, Status.RUNTIME_ERROR, no_room), False
-        phases: dict[str, float] = {}
-        began = time.monotonic()
+    async def _prepare_workload(self, slot: _DeviceSlot, job: EvalJob, index: int, seeds: list[int],
+                                exchange: Path, common: dict[str, Any], previous: _Unchecked | None, settle
+                                ) -> _Unchecked | tuple[WorkloadVerdict, bool]:
+        """One workload up to its check: the reference (the judge keeps ``previous``'s), then the candidate's rounds
+        beside the judge's check of ``previous`` (``settle``: neither is timed, so they may share the GPU), then
+        the timing and the spot-check sample with nothing else on the GPU. Returns what the check needs, or the
+        workload's verdict and whether the job stops (a process fault) when it ends before its check."""
+        previous_done = previous is None
+
+        async def check_previous() -> None:
+            nonlocal previous_done
+            if not previous_done:
+                previous_done = True
+                await settle(previous)
+
         try:
-            ref = await slot.judge.request({"op": "reference", **common, "workload": index, "seeds": seeds},
-                                           self.workload_timeout_s)
+            no_room = self._no_room(job, index, exchange)
+            if no_room:
+                return WorkloadVerdict(index, Status.RUNTIME_ERROR, no_room), False
+            phases: dict[str, float] = {}
+            began = time.monotonic()
+            judge = slot.judge
+            ref = await self._reference(slot, common, index, seeds, keep=None if previous is None else previous.index)
+            if isinstance(ref, WorkloadVerdict):
+                return ref, False
+            phases["reference"] = time.monotonic() - began
+            began = time.monotonic()
+            rounds: dict[str, Any] = {}
+
+            async def candidate_rounds() -> None:
+                try:
+                    rounds["reply"] = await slot.candidate.request(
+                        {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange),
+                         "mutable_inputs": list(ref.get("mutates", [])), "keep_inputs": job.timing is not None},
+                        self.workload_timeout_s)
+                except WorkerGone as gone:
+                    rounds["gone"] = gone
+
+            async with anyio.create_task_group() as beside:
+                beside.start_soon(check_previous)
+                await candidate_rounds()
+            if "gone" in rounds:
+                slot.replace_candidate()
+                return WorkloadVerdict(index, rounds["gone"].status, rounds["gone"].reason), True
+            ran = rounds["reply"]
+            if ran.get("status") != "ok":
+                return _candidate_refused(slot, index, ran)
+            phases["run"] = time.monotonic() - began
+            _add_phases(phases, "run", ran)
+            timed: dict[str, Any] = {}
+            if job.timing is not None:
+                for op, fields in (("time", {"timing": asdict(job.timing)}),
+                                   # Which elements of the timed calls' outputs are spot-checked is drawn only now
+                                   # that they are over.
+                                   ("spot", {"exchange_dir": str(exchange), "sample_seed": secrets.randbits(63)})):
+                    began = time.monotonic()
+                    try:
+                        reply = await slot.candidate.request({"op": op, "workload": index, **fields},
+                                                             self.workload_timeout_s)
+                    except WorkerGone as gone:
+                        slot.replace_candidate()
+                        return WorkloadVerdict(index, gone.status, gone.reason), True
+                    if reply.get("status") != "ok":
+                        return _candidate_refused(slot, index, reply)
+                    phases[op] = time.monotonic() - began
+                    _add_phases(phases, "run", reply)
+                    timed[op] = reply
+                    if op == "spot":
+                        timed["sample_seed"] = fields["sample_seed"]
+            return _Unchecked(index, ran.get("files", {}), timed, phases, judge)
+        finally:
+            await check_previous()  # whatever became of this workload, the previous one gets its verdict
+
+    async def _reference(self, slot: _DeviceSlot, common: dict[str, Any], index: int, seeds: list[int],
+                         keep: int | None = None) -> dict[str, Any] | WorkloadVerdict:
+        """The judge's reference outputs of ``index`` (it keeps those of ``keep`` too); a failure is the
+        workload's verdict."""
+        try:
+            ref = await slot.judge.request({"op": "reference", **common, "workload": index, "seeds": seeds,
+                                            "keep_workload": keep}, self.workload_timeout_s)
         except WorkerGone as gone:
             slot.replace_judge()
-            return WorkloadVerdict(index, Status.INVALID_REFERENCE, f"reference: {gone.reason}"), False
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, f"reference: {gone.reason}")
         if ref.get("status") != "ok":
             if ref.get("fatal"):
                 slot.replace_judge()
-            return WorkloadVerdict(index, Status.INVALID_REFERENCE, str(ref.get("reason", ""))), False
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, str(ref.get("reason", "")))
+        return ref
 
-        phases["reference"] = time.monotonic() - began
-        timing = asdict(job.timing) if job.timing is not None else None
-        began = time.monotonic()
+    async def _check_workload(self, slot: _DeviceSlot, job: EvalJob, unchecked: _Unchecked, seeds: list[int],
+                              exchange: Path, common: dict[str, Any]) -> WorkloadVerdict:
+        """The judge's comparison of a workload's files with its reference outputs, and the workload's verdict.
+        A judge replaced since it computed that reference computes it again first."""
+        index, phases = unchecked.index, dict(unchecked.phases)
         try:
-            ran = await slot.candidate.request(
-                {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange), "timing": timing,
-                 "mutable_inputs": list(ref.get("mutates", []))},
-                self.workload_timeout_s)
-        except WorkerGone as gone:
-            slot.replace_candidate()
-            return WorkloadVerdict(index, gone.status, gone.reason), True
-        if ran.get("status") != "ok":
-            return _candidate_refused(slot, index, ran)
-        phases["run"] = time.monotonic() - began
-        spot: dict[str, Any] = {}
-        if job.timing is not None:
-            # Which elements of the timed calls' outputs are spot-checked is drawn only now that they are over.
-            spot = {"sample_seed": secrets.randbits(63)}
+            if slot.judge is not unchecked.judge:
+                ref = await self._reference(slot, common, index, seeds)
+                if isinstance(ref, WorkloadVerdict):
+                    return ref
             began = time.monotonic()
+            spot = unchecked.timed.get("spot", {})
             try:
-                sampled = await slot.candidate.request(
-                    {"op": "spot", "workload": index, "exchange_dir": str(exchange), **spot}, self.workload_timeout_s)
+                checked = await slot.judge.request(
+                    {"op": "check", **common, "workload": index, "files": unchecked.files,
+                     "spot": spot.get("spot", []), "sample_seed": unchecked.timed.get("sample_seed")},
+                    self.workload_timeout_s)
             except WorkerGone as gone:
-                slot.replace_candidate()
-                return WorkloadVerdict(index, gone.status, gone.reason), True
-            if sampled.get("status") != "ok":
-                return _candidate_refused(slot, index, sampled)
-            spot["spot"] = sampled.get("spot", [])
-            phases["spot"] = time.monotonic() - began
-        began = time.monotonic()
-        try:
-            checked = await slot.judge.request(
-                {"op": "check", **common, "workload": index, "files": ran.get("files", {}), **spot},
-                self.workload_timeout_s)
-        except WorkerGone as gone:
-            slot.replace_judge()
-            return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}"), False
+                slot.replace_judge()
+                return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}")
+            phases["check"] = time.monotonic() - began
         finally:
-            for leftover in exchange.iterdir():  # outputs can be gigabytes: keep one workload's on disk at a time
+            # Outputs can be gigabytes: a workload's files go as soon as they are checked.
+            for leftover in exchange.glob(f"w{index}_*"):
                 leftover.unlink(missing_ok=True)
-        phases["check"] = time.monotonic() - began
-        for request, reply in (("run", ran), ("check", checked)):
-            reported = reply.get("phase_s")
-            if isinstance(reported, dict):
-                phases.update({f"{request}.{k}": float(v) for k, v in reported.items()
-                               if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        _add_phases(phases, "check", checked)
         errors = ErrorStats(**checked["errors"]) if isinstance(checked.get("errors"), dict) else ErrorStats()
-        timing_result = _timing(ran.get("timing"))
+        timing_result = _timing(unchecked.timed.get("time", {}).get("timing"))
         status = _status(checked.get("status"))
         reason = str(checked.get("reason", ""))
         if status is Status.PASSED and timing_result and job.sol_ms and index in job.sol_ms \
@@ -528,7 +595,35 @@ class EvaluationPool:
             status = Status.REWARD_HACK
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
-        return WorkloadVerdict(index, status, reason, errors, timing_result, phases), False
+        return WorkloadVerdict(index, status, reason, errors, timing_result, phases)
+
+
+@dataclass
+class _Unchecked:
+    """A workload evaluated up to its check: the candidate's files per seed, its "time" and "spot" replies (and
+    the sample's seed), the phases so far, and the judge process that holds its reference outputs."""
+    index: int
+    files: dict[str, str]
+    timed: dict[str, Any]
+    phases: dict[str, float]
+    judge: WorkerProcess
+
+
+def _add_phases(phases: dict[str, float], request: str, reply: dict[str, Any]) -> None:
+    """The worker's own account of its parts (``phase_s``), as ``request.part``."""
+    reported = reply.get("phase_s")
+    if isinstance(reported, dict):
+        phases.update({f"{request}.{k}": float(v) for k, v in reported.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)})
+
+
+def _pipelined(job: EvalJob, checked: int, next_index: int) -> bool:
+    """Whether ``checked``'s check may go beside ``next_index``'s rounds: both workloads' data at once, on the GPU
+    and in the exchange folder, stay under PIPELINE_MAX_BYTES."""
+    try:
+        return _exchange_bytes(job, checked) + _exchange_bytes(job, next_index) <= PIPELINE_MAX_BYTES
+    except (KeyError, ValueError):
+        return False
 
 
 def _candidate_refused(slot: _DeviceSlot, index: int, reply: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
@@ -577,7 +672,8 @@ MAX_BASELINERS = 4
 SEPARATE_BASELINE_MAX_BYTES = 8 << 30
 EXCHANGE_RESERVE_BYTES = 2 << 30
 SHARED_MEMORY = Path("/dev/shm")
-SHARED_MEMORY_MAX_BYTES = 1 << 30  # per workload
+SHARED_MEMORY_MAX_BYTES = 1 << 30  # two workloads' files at once
+PIPELINE_MAX_BYTES = 8 << 30
 
 
 def _status(value: Any) -> Status:

@@ -2,8 +2,9 @@
 
 Two roles, one process each per device:
 
-- ``candidate`` loads a candidate and calls it: correctness rounds on fresh seeded inputs, then timing. It writes
-  what the candidate produced to files and reports how the calls went. It never sees a reference output.
+- ``candidate`` loads a candidate and calls it: correctness rounds on fresh seeded inputs ("run"), then timing on
+  them ("time") and a sample of the timed calls' outputs ("spot"). It writes what the candidate produced to files
+  and reports how the calls went. It never sees a reference output.
 - ``judge`` never runs candidate code. It makes the same inputs from the same seeds, runs the reference, and
   compares the candidate's files with its own outputs. Keeping the reference's outputs in another process means a
   candidate cannot replay them from memory, and the pass/fail decision is out of its reach.
@@ -116,6 +117,7 @@ class _Watch:
             ("inputs.make_inputs", inputs, "make_inputs"),
             ("CandidateHarness._call", CandidateHarness, "_call"),
             ("CandidateHarness._check_after_call", CandidateHarness, "_check_after_call"),
+            ("CandidateHarness._time_kept", CandidateHarness, "_time_kept"),
             ("CandidateHarness._spot", CandidateHarness, "_spot"),
             ("CandidateHarness._save", CandidateHarness, "_save"),
             ("spot.sampled", spot, "sampled"),
@@ -198,7 +200,9 @@ class CandidateHarness:
         self.dps = True
         self.mutable_inputs: frozenset[str] = frozenset()
         self.solution_dir = ""
-        # Each input buffer's last outputs of the latest timing, (workload index, seed, outputs), for "spot".
+        # The last "run"'s workload, input sets and seeds, kept for "time"; then each input buffer's last outputs of
+        # that timing, (workload index, seed, outputs), for "spot".
+        self.kept_rounds: tuple[Any, list[dict[str, Any]], list[int]] | None = None
         self.timed_outputs: list[tuple[int, int, dict[str, Any]]] = []
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -207,6 +211,8 @@ class CandidateHarness:
             return self._load(request)
         if op == "run":
             return self._run(request)
+        if op == "time":
+            return self._time_kept(request)
         if op == "spot":
             return self._spot(request)
         raise ValueError(f"unknown op {op!r}")
@@ -237,6 +243,7 @@ class CandidateHarness:
         workload = self.problem.workloads[request["workload"]]
         exchange = Path(request["exchange_dir"])
         seeds: list[int] = request["seeds"]
+        self.kept_rounds, self.timed_outputs = None, []
         self.mutable_inputs = frozenset(request.get("mutable_inputs", ()))
         input_sets, files = [], {}
         phases = {"rounds": 0.0, "save": 0.0}
@@ -257,27 +264,33 @@ class CandidateHarness:
                         f"the judge (exchange disk full or over the file size limit): {_exception_line(exc)}"}
             phases["save"] += time.perf_counter() - began
             input_sets.append(inputs)
-        reply: dict[str, Any] = {"status": "ok", "files": files, "phase_s": phases}
         self.timed_outputs = []
-        if request.get("timing") is not None:
-            began = time.perf_counter()
-            try:
-                timing = self._time(workload, input_sets, seeds, request["timing"])
-            except WorkerFatal:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                if _is_fatal_cuda(exc):
-                    raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
-                return {"status": "RUNTIME_ERROR", "reason": "during timing: " + _exception_line(exc, self.solution_dir)}
-            tampered = self.watch.tampered()
-            if tampered:
-                return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
-            pinned = self._check_persisting_l2()
-            if pinned:
-                return pinned
-            phases["timing"] = time.perf_counter() - began
-            reply.update(timing=timing)
-        return reply
+        self.kept_rounds = (workload, input_sets, seeds) if request.get("keep_inputs") else None
+        return {"status": "ok", "files": files, "phase_s": phases}
+
+    def _time_kept(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Time the candidate on the input sets of the last "run" (which kept them), then check that nothing the
+        harness relies on was replaced and that the persisting L2 set-aside is as it was."""
+        if self.kept_rounds is None:
+            return {"status": "RUNTIME_ERROR", "reason": "no rounds kept to time"}
+        workload, input_sets, seeds = self.kept_rounds
+        self.kept_rounds = None
+        began = time.perf_counter()
+        try:
+            timing = self._time(workload, input_sets, seeds, request["timing"])
+        except WorkerFatal:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if _is_fatal_cuda(exc):
+                raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
+            return {"status": "RUNTIME_ERROR", "reason": "during timing: " + _exception_line(exc, self.solution_dir)}
+        tampered = self.watch.tampered()
+        if tampered:
+            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+        pinned = self._check_persisting_l2()
+        if pinned:
+            return pinned
+        return {"status": "ok", "timing": timing, "phase_s": {"timing": time.perf_counter() - began}}
 
     def _spot(self, request: dict[str, Any]) -> dict[str, Any]:
         """The sampled elements (core.evaluate.spot) of each input buffer's last timed outputs, one file each, at
@@ -514,7 +527,11 @@ class Judge:
         from core.problem.reference import check_outputs, outputs_by_name
 
         torch = self.torch
-        self.expected.clear()
+        # The outputs of the workload still to be checked ("keep_workload", whose check goes beside the candidate's
+        # rounds of this one) stay; any others are dropped.
+        keep = request.get("keep_workload")
+        for key in [k for k in self.expected if k[0] != keep]:
+            del self.expected[key]
         try:
             problem, reference = self._problem(request)
             workload = problem.workloads[request["workload"]]
@@ -540,6 +557,13 @@ class Judge:
         return {"status": "ok", "mutates": mutated}
 
     def _check(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Compare a workload's files with its reference outputs, which are dropped afterwards."""
+        try:
+            return self._compare(request)
+        finally:
+            self._forget(request["workload"])
+
+    def _compare(self, request: dict[str, Any]) -> dict[str, Any]:
         from core.evaluate.compare import compare_output, worst
         from core.evaluate.exchange import ExchangeError, read_outputs
         from core.evaluate.spot import sampled
@@ -578,6 +602,10 @@ class Judge:
                     return {"status": comparison.status.value, "reason": comparison.reason,
                             "errors": _stats(worst(all_stats))}
         return {"status": "PASSED", "errors": _stats(worst(all_stats)), "phase_s": {"load": load_s}}
+
+    def _forget(self, index: int) -> None:
+        for key in [k for k in self.expected if k[0] == index]:
+            del self.expected[key]
 
 
 def _stats(stats) -> dict[str, Any]:

@@ -523,8 +523,8 @@ class EvaluationPool:
             timed: dict[str, Any] = {}
             if job.timing is not None:
                 for op, fields in (("time", {"timing": asdict(job.timing)}),
-                                   # Which elements of the timed calls' outputs are spot-checked is drawn only now
-                                   # that they are over.
+                                   # Which elements of the timed calls' outputs are spot-checked reaches the
+                                   # candidate's process only once the timed calls are over.
                                    ("spot", {"exchange_dir": str(exchange), "sample_seed": secrets.randbits(63)})):
                     began = time.monotonic()
                     try:

@@ -160,6 +160,18 @@ class _Watch:
         return changed
 
 
+def _left_running(what: str, threads_before: set, children_before: set[int]) -> dict[str, Any] | None:
+    """A REWARD_HACK reply when ``what`` left a thread or a child process running, else None."""
+    lingering = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+    if lingering:
+        return {"status": "REWARD_HACK",
+                "reason": f"{what} left {len(lingering)} thread(s) running ({lingering[0].name})"}
+    new_children = _child_pids() - children_before
+    if new_children:
+        return {"status": "REWARD_HACK", "reason": f"{what} left {len(new_children)} process(es) running"}
+    return None
+
+
 def _child_pids() -> set[int]:
     try:  # the kernel's own list of each thread's children: no scan of every process on the machine
         children = set()
@@ -276,6 +288,7 @@ class CandidateHarness:
         workload, input_sets, seeds = self.kept_rounds
         self.kept_rounds = None
         began = time.perf_counter()
+        threads_before, children_before = set(threading.enumerate()), _child_pids()
         try:
             timing = self._time(workload, input_sets, seeds, request["timing"])
         except WorkerFatal:
@@ -284,6 +297,10 @@ class CandidateHarness:
             if _is_fatal_cuda(exc):
                 raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
             return {"status": "RUNTIME_ERROR", "reason": "during timing: " + _exception_line(exc, self.solution_dir)}
+        # Nothing of the candidate's may run on until "spot" samples the timed outputs (it could mend them there).
+        left = _left_running("the timed calls", threads_before, children_before)
+        if left:
+            return left
         tampered = self.watch.tampered()
         if tampered:
             return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
@@ -388,13 +405,9 @@ class CandidateHarness:
             now = inputs[name]
             if type(now) is not torch.Tensor or not _same_bits(now, original):
                 return {"status": "RUNTIME_ERROR", "reason": f"the call modified input {name}"}
-        lingering = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
-        if lingering:
-            return {"status": "REWARD_HACK",
-                    "reason": f"the call left {len(lingering)} thread(s) running ({lingering[0].name})"}
-        new_children = _child_pids() - children_before
-        if new_children:
-            return {"status": "REWARD_HACK", "reason": f"the call left {len(new_children)} process(es) running"}
+        left = _left_running("the call", threads_before, children_before)
+        if left:
+            return left
         tampered = self.watch.tampered()
         if tampered:
             return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}

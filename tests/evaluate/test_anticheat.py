@@ -159,6 +159,27 @@ def run(x, weight, eps, out):
 '''
 
 
+THREAD_FROM_A_TIMED_CALL = '''import threading
+import time
+import torch
+
+_calls = [0]
+
+def run(x, weight, eps, out):
+    _calls[0] += 1
+    out.copy_(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight)
+    if _calls[0] == 6:  # the first timed call (after 3 checked rounds and 3 warm-up calls, at least)
+        threading.Thread(target=time.sleep, args=(10,), name="mender", daemon=True).start()
+'''
+
+
+def test_a_thread_left_by_a_timed_call_is_a_reward_hack(cpu_pool, rmsnorm_problem):
+    # It could mend the timed outputs before they are sampled for the judge.
+    verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(THREAD_FROM_A_TIMED_CALL), workloads=(0,))
+    assert verdict.status is Status.REWARD_HACK, verdict
+    assert "the timed calls left 1 thread(s) running (mender)" in verdict.reason
+
+
 def test_process_left_running_is_a_reward_hack(cpu_pool, rmsnorm_problem):
     verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(LINGERING_PROCESS), workloads=(0,))
     assert verdict.status is Status.REWARD_HACK and "process" in verdict.reason

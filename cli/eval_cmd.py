@@ -209,7 +209,7 @@ class Outcome:
     sol: SolModel = field(default_factory=SolModel)
     device_name: str = ""
     build_errors: str = ""
-    stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds of each stage, in order
+    stages_s: dict[str, float] = field(default_factory=dict)  # each stage's own wall seconds (see stages_line)
 
 
 def run_eval(args: argparse.Namespace) -> int:

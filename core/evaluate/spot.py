@@ -4,7 +4,8 @@ After the timing, each input buffer's last outputs are compared with the referen
 from (a candidate that caches across calls returns stale outputs there). Writing every element of them to the
 exchange file doubled a large workload's hand-over, so the judge checks a sample: ``SPOT_SAMPLES`` elements of
 each output, at indices drawn from a seed that reaches the candidate's process only once the timing is over (so
-no timed call can know them), the whole output where it is smaller. Both processes draw the same indices from the seed.
+no timed call can know them), the whole output where it is smaller. Both processes draw the same indices from
+the seed.
 """
 
 from __future__ import annotations

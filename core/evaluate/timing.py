@@ -419,10 +419,10 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
 def _span_check_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
                       policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer
                       ) -> tuple[list[TimedCall], list[tuple[int, int]]]:
-    """``policy.device_check_calls`` calls behind a spin grown (up to LEAD_CAP_S) to cover the host's launch, so
-    their events time their GPU work alone, for ``spans_hold``. A spin lets work the call puts on another stream
-    start early, which shortens the events and never the span (CUPTI ties that work to the call's launches): the
-    comparison can only find spans too short, never excuse them."""
+    """``policy.device_check_calls`` calls, each behind the longest spin (LEAD_CAP_S), so that the events of those
+    the host launched within it time their GPU work alone, for ``spans_hold``. A spin lets work the call puts on
+    another stream start early, which shortens the events and never the span (CUPTI ties that work to the call's
+    launches): the comparison can only find spans too short, never excuse them."""
     lead = LaunchLead(device, flush, spin=True)
     lead.cover(LEAD_CAP_S)  # the longest spin: a few milliseconds in all
     count = max(1, policy.device_check_calls)

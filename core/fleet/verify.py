@@ -1,8 +1,9 @@
 """Each problem's best attempt re-verified with upstream SOL-ExecBench's full correctness rules before the run
 reports it as best: ``rounds`` (upstream's 10) rounds of fresh seeded inputs on every workload it was counted on,
-under the same checks, on a device of the run (not timed again: its times are those it was evaluated with). The search loop may use fewer rounds for speed; a best that fails
-here is marked (``attempts.verified`` = "failed: ...") and the problem's best passes to its next fastest passing
-attempt, which is verified in turn. ``kernelfleet report`` says which bests were re-verified.
+under the same checks, on a device of the run (not timed again: its times are those it was evaluated with). The
+search loop may use fewer rounds for speed; a best that fails here is marked (``attempts.verified`` = "failed:
+...") and the problem's best passes to its next fastest passing attempt, which is verified in turn.
+``kernelfleet report`` says which bests were re-verified.
 """
 
 from __future__ import annotations

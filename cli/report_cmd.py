@@ -97,18 +97,20 @@ def problem_table(report: RunReport) -> Table:
     return table
 
 
-def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[MetricRow] = ()) -> list[str]:
+def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[MetricRow] = (),
+                  device: str = "GPU") -> list[str]:
+    """``device``: what the run's devices are called (``RunInfo.device_word``)."""
     rows = comparison_rows(before, after, fmt_x, fmt_sol)
     width = max(len(name) for name, _, _ in rows)
     lines = ["Fleet, seed → best:"]
     lines += [f"  {name:<{width}}  {_arrow(a, b)}" for name, a, b in rows]
     lines.append(f"  {'spent':<{width}}  {after.attempts} attempts, {after.tokens} tokens, ${after.dollars:.2f}, "
-                 f"{after.gpu_seconds:.1f} GPU seconds")
+                 f"{after.gpu_seconds:.1f} {device} seconds")
     last = next((m for m in reversed(metrics) if m.gpu_busy is not None), None)
     if last is not None:
         # The pool's own account, over the last start of the run (a resume starts a new pool).
         wait = f", mean queue wait {last.queue_wait_s:.1f} s" if last.queue_wait_s is not None else ""
-        lines.append(f"  GPU busy while work waited: {last.gpu_busy:.0%}{wait} (since the last start)")
+        lines.append(f"  {device} busy while work waited: {last.gpu_busy:.0%}{wait} (since the last start)")
     return lines
 
 
@@ -128,8 +130,8 @@ def device_lines(devices) -> list[str]:
     """Where the attempts were evaluated, one line per device (node, GPU, model)."""
     if not devices:
         return []
-    return ["Evaluated on:"] + [f"  {d.describe()}: {d.attempts} attempts, {d.gpu_seconds:.1f} GPU seconds"
-                                for d in devices]
+    return ["Evaluated on:"] + [f"  {d.describe()}: {d.attempts} attempts, {d.gpu_seconds:.1f} "
+                                f"{d.device_word} seconds" for d in devices]
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -157,7 +159,8 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         out = _out()
         out.print(problem_table(report))
-        for line in (summary_lines(report.before, report.after, report.metrics) + device_lines(report.devices)
+        word = report.run.device_word if report.run is not None else "GPU"
+        for line in (summary_lines(report.before, report.after, report.metrics, word) + device_lines(report.devices)
                      + not_evaluated_lines(report.not_evaluated)):
             out.print(line, markup=False, soft_wrap=True)
     if page is not None:

@@ -34,8 +34,9 @@ class PoolUsage:
 
     def summary(self) -> str:
         busy = self.busy_fraction()
-        return (f"GPU busy while work waited: {'-' if busy is None else f'{busy:.0%}'} ({self.busy_s:.1f} of "
+        # "devices": the pool's are GPUs or the CPU, and the line is the same for both.
+        return (f"devices busy while work waited: {'-' if busy is None else f'{busy:.0%}'} ({self.busy_s:.1f} of "
                 f"{self.wanted_s:.1f} device-seconds wanted); {self.jobs} candidate jobs, mean queue wait "
                 f"{self.queue_wait_s / self.jobs if self.jobs else 0.0:.2f} s; devices held by a judge measuring a "
-                f"large T_b: {self.judge_held_s:.1f} s; baseline timings waiting for their own GPU: "
+                f"large T_b: {self.judge_held_s:.1f} s; baseline timings waiting for their own device: "
                 f"{self.own_gpu_wait_s:.1f} s, lent to them by candidates between workloads: {self.lent_s:.1f} s")

@@ -44,11 +44,11 @@ def _f(value: float | None) -> str:
 # ---------------------------------------------------------------- tables
 
 
-def _summary_table(before: FleetSummary, after: FleetSummary) -> str:
+def _summary_table(before: FleetSummary, after: FleetSummary, device: str) -> str:
     rows = comparison_rows(before, after, _x, _f)
     body = "".join(f"<tr><td class=\"l\">{_e(a)}</td><td>{_e(b)}</td><td>{_e(c)}</td></tr>" for a, b, c in rows)
     totals = (f"{after.attempts} attempts · {after.tokens} tokens · ${after.dollars:.2f} · "
-              f"{after.gpu_seconds:.1f} GPU seconds")
+              f"{after.gpu_seconds:.1f} {device} seconds")
     return ("<table class=\"summary\"><thead><tr><th class=\"l\">fleet</th><th>before (seed)</th>"
             f"<th>after (best)</th></tr></thead><tbody>{body}</tbody></table>"
             f"<p class=\"meta\">{_e(totals)}</p>")
@@ -329,7 +329,8 @@ def render_report_html(report: RunReport, title: str = "kernelfleet run") -> str
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(' · '.join(meta))}</p>",
-        "<h2>Fleet: before → after</h2>", _summary_table(report.before, report.after),
+        "<h2>Fleet: before → after</h2>", _summary_table(report.before, report.after,
+                                                             report.run.device_word if report.run else "GPU"),
         "<h2>Best speedup over time</h2>", speedup_over_time_svg(progress, run),
         "<h2>Fleet mean SOL over time</h2>", sol_over_time_svg(progress, run, len(report.metrics)),
         "<h2>Best SOL across problems</h2>", sol_histogram_svg(best_sols),

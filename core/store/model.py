@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def device_word(device: str) -> str:
+    """What a run's devices are called in its figures ("GPU busy", "GPU seconds"): "CPU" on the cpu device."""
+    return "CPU" if device == "cpu" else "GPU"
+
+
 @dataclass(frozen=True)
 class RunInfo:
     created_at: float
@@ -17,6 +22,10 @@ class RunInfo:
     gpu_name: str
     state: str  # starting | running | stopping | stopped | finished
     ended_at: float | None
+
+    @property
+    def device_word(self) -> str:
+        return device_word(self.device)
 
 
 @dataclass(frozen=True)
@@ -201,6 +210,10 @@ class DeviceUsage:
     device_model: str
     attempts: int
     gpu_seconds: float
+
+    @property
+    def device_word(self) -> str:
+        return device_word("cpu" if self.gpu is None else "cuda")
 
     def describe(self) -> str:
         where = f"GPU {self.gpu}" if self.gpu is not None else "cpu"

@@ -348,6 +348,23 @@ def test_report_cli_prints_the_table_and_the_before_after_summary(run_dir):
     assert "GPU busy while work waited: 88%, mean queue wait 1.2 s" in out
 
 
+def test_report_of_a_cpu_run_names_the_cpu(cpu_run):
+    # Its attempts were evaluated on the CPU (no GPU index) and its pool's busy fraction is the CPU's.
+    store = RunStore(cpu_run)
+    pid = store.problems()[0].id
+    aid = store.begin_attempt(pid, None, {"name": "timed"}, language="pytorch")
+    store.finish_attempt(aid, status="PASSED", speedup=0.5, gpu_seconds=3.0, node="box", gpu=None, device_model="cpu")
+    store.add_metric(fleet_mean_sol=None, geomean_speedup=1.0, gpu_busy=0.75, queue_wait_s=0.5, attempts=8,
+                     tokens=0, dollars=0.0, active_problems=2)
+    store.close()
+    done = _kernelfleet("report", cpu_run)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "3.0 CPU seconds" in out and "CPU busy while work waited: 75%, mean queue wait 0.5 s" in out, out
+    assert "box cpu: 1 attempts, 3.0 CPU seconds" in out, out
+    assert "GPU" not in out, out
+
+
 def test_report_cli_json_and_html(run_dir, tmp_path, capsys):
     page = tmp_path / "pages" / "report.html"
     assert main(["report", str(run_dir), "--json", "--html", str(page)]) == 0

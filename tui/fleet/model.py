@@ -48,7 +48,7 @@ def header_lines(s: Snapshot) -> list[str]:
     line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
-    device = "CPU" if run is not None and run.device == "cpu" else "GPU"  # the busy fraction is of the run's devices
+    device = run.device_word if run is not None else "GPU"  # the busy fraction is of the run's devices
     line2 = (f"{device} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
              f"SOL {fmt_sol(mean_sol)}{' ' + spark if spark else ''} · geomean {fmt_x(geo)}")
     return [line1, line2]

@@ -65,7 +65,7 @@ from core.config import parse_config  # noqa: E402
 from core.evaluate.baseline import WorkloadBaseline  # noqa: E402
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement  # noqa: E402
 from core.evaluate.pool import PoolUsage  # noqa: E402
-from core.evaluate.timing import TimingPolicy  # noqa: E402
+from core.evaluate.timing_policy import TimingPolicy  # noqa: E402
 from core.evaluate.verdict import Status, Timing, Verdict, WorkloadVerdict  # noqa: E402
 from core.problem.schema import Problem  # noqa: E402
 from core.roofline.problem_sol import SolModel  # noqa: E402

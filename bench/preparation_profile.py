@@ -36,7 +36,7 @@ def main() -> int:
 
     from core.evaluate import exchange
     from core.evaluate.baseline.measure import make_workload_inputs, prepare_workload, time_prepared
-    from core.evaluate.timing import TimingPolicy
+    from core.evaluate.timing_policy import TimingPolicy
     from core.problem import load_problem
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

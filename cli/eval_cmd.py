@@ -157,9 +157,10 @@ def check_output_path(path: Path) -> None:
 
 
 def _pick_device(requested: str | None) -> str:
-    import torch
+    # As `kernelfleet run` finds its GPUs (NVML or nvidia-smi): importing torch here would delay the workers' start.
+    from core.fleet.gpus import detect_gpus
 
-    available = torch.cuda.is_available()
+    available = bool(detect_gpus())
     if requested is None:
         return "cuda" if available else "cpu"
     if requested == "cuda" and not available:

@@ -40,3 +40,11 @@ def test_the_evaluator_side_never_imports_the_run():
     assert "core.evaluate.evaluator" in modules and "core.evaluate.local" in modules
     up = ("core.fleet", "core.planner", "core.llm", "core.store", "core.cluster", "core.report", "cli", "tui")
     assert _imported(modules, up) == ""
+
+
+def test_processes_that_start_workers_do_so_before_importing_torch():
+    """`kernelfleet eval` and `run` start their evaluation workers (which import torch themselves) before they
+    need torch: importing torch first (seconds) would hold up the workers' own start."""
+    starters = ["cli.eval_cmd", "cli.run_cmd", "core.evaluate.local", "core.evaluate.pool", "core.fleet.orchestrator",
+                "core.evaluate.timing_policy"]
+    assert _imported(starters, ("torch",)) == ""

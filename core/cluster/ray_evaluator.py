@@ -48,7 +48,7 @@ from core.cluster.wire import (
     verdict_from_dict,
 )
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
 from core.problem.schema import Problem
 from core.roofline.problem_sol import SolModel

@@ -9,7 +9,7 @@ from typing import Any
 
 from core.evaluate.baseline import WorkloadBaseline
 from core.evaluate.evaluator import Placement
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict
 
 

@@ -14,7 +14,7 @@ from core.build import BuildService
 from core.errors import SpecError
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
 from core.evaluate.pool import EvalJob, EvaluationPool
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
 from core.problem.schema import Problem
 from core.solution.loader import materialize

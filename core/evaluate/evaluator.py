@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from core.evaluate.usage import PoolUsage
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Verdict
 from core.problem.schema import Problem
 from core.roofline.problem_sol import SolModel

@@ -14,7 +14,7 @@ from core.build import BuildService
 from core.evaluate.evaluate import build_and_evaluate, evaluate_built
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
 from core.evaluate.pool import EvaluationPool
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
 from core.roofline.problem_sol import SolModel
 from core.solution.prepare import PreparedSolution

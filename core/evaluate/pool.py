@@ -28,7 +28,7 @@ from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
 from core.evaluate.usage import PoolUsage
 from core.evaluate.worker_process import WorkerGone, WorkerProcess, physical_gpu
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
 from core.problem.schema import Problem
 from core.solution.io import solution_to_dict

@@ -22,26 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from core.evaluate.cupti_span import KernelSpanTracer
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Timing
-
-
-@dataclass(frozen=True)
-class TimingPolicy:
-    warmup_calls: int = 3
-    min_calls: int = 10
-    max_calls: int = 1000
-    target_seconds: float = 0.1  # of measured time per workload; short kernels get more calls
-    device_check_calls: int = 10
-    flush_bytes: int | None = None  # None: twice the device's L2, at least 256 MiB (see L2Flush)
-    # Calls stop early once the median is known this well: its standard error, estimated from the interquartile
-    # range, under this fraction of the median after at least stable_min_calls calls.
-    stable_error: float = 0.005
-    stable_min_calls: int = 100
-    # Time each call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed, as
-    # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call. Off by default: on the H200
-    # (2026-12-02) a default fleet run with spans held the GPU 497 device-seconds for 47 candidate jobs (with events:
-    # 294 for 115), nvidia-smi showing it busy 16% on average, and made 39 attempts in 9 minutes; bench/README.md.
-    kernel_spans: bool = False
 
 
 FLUSH_FLOOR_BYTES = 256 << 20
@@ -62,22 +44,6 @@ LEAD_CAP_S = 1e-3
 # Spun before calibrating the lead, about 5 ms at the H200's clocks: an idle GPU's clocks are down, and the lead's
 # spin is counted in SM clock cycles.
 CLOCK_WARMUP_CYCLES = 10_000_000
-
-
-def describe(policy: TimingPolicy, device: str) -> str:
-    """One line for a run's log: how calls will be timed on ``device``."""
-    from core.evaluate import cupti_span
-
-    if not device.startswith("cuda"):
-        return "timing: wall clock per call (cpu)"
-    if not policy.kernel_spans:
-        return ("timing: CUDA events per call, which read 2-3 us more per call than upstream SOL-ExecBench's CUPTI "
-                "kernel spans ([evaluation] kernel_spans = true for spans: slower)")
-    why = cupti_span.unavailable()
-    if why:
-        return (f"timing: CUDA events per call, 2-3 us more per call than upstream's CUPTI kernel spans ({why}; "
-                f"pip install cupti-python for spans)")
-    return "timing: each call's CUPTI kernel span, as upstream SOL-ExecBench times it"
 
 
 def median_is_stable(times: list[float], policy: TimingPolicy) -> bool:

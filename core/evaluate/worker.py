@@ -432,7 +432,8 @@ class CandidateHarness:
     def _time(self, workload, input_sets, seeds, policy_fields):
         """Time over rotated input sets (core.evaluate.timing.RotatingInputs); each buffer's last outputs are kept
         (``timed_outputs``) for the judge to spot-check (``_spot``)."""
-        from core.evaluate.timing import RotatingInputs, TimingPolicy, time_cpu, time_cuda
+        from core.evaluate.timing import RotatingInputs, time_cpu, time_cuda
+        from core.evaluate.timing_policy import TimingPolicy
 
         torch = self.torch
         rotation = RotatingInputs(input_sets)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Evaluator
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Status, Verdict
 from core.fleet.baselines import ModelBaselines
 from core.fleet.record import Recorded, record_result

@@ -17,7 +17,7 @@ import anyio
 
 from core.evaluate.baseline import METHOD_COMPILED, WorkloadBaseline, sanity
 from core.evaluate.evaluator import Evaluator, Placement
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
 from core.store.model import WorkloadInfo
 from core.store.writer import RunStore

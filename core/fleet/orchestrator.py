@@ -26,7 +26,7 @@ import anyio
 from core.build import BuildService
 from core.config import FleetConfig, config_to_dict, model_profiles, parse_config
 from core.evaluate import TimingPolicy
-from core.evaluate.timing import describe as timing_description
+from core.evaluate.timing_policy import describe as timing_description
 from core.evaluate.evaluator import Evaluator
 from core.evaluate.verdict import Verdict
 from core.fleet.agent import AgentIdentity, WorkOutcome

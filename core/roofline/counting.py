@@ -161,7 +161,7 @@ def count_problem(problem: Problem, workloads: Sequence[Workload] | None = None,
 
 def analytic_io_bytes(problem: Problem, workload: Workload) -> tuple[int, int]:
     """Bytes of every declared tensor input and output at this workload's shapes (scalars cost nothing)."""
-    from core.problem.dtypes import torch_dtype
+    from core.problem.dtype_sizes import ELEMENT_BYTES
 
     definition = problem.definition
 
@@ -172,7 +172,7 @@ def analytic_io_bytes(problem: Problem, workload: Workload) -> tuple[int, int]:
         elements = 1
         for d in shape:
             elements *= d
-        return elements * _itemsize(torch_dtype(spec.dtype))
+        return elements * ELEMENT_BYTES[spec.dtype]
 
     read = sum(nbytes(s) for s in definition.inputs.values())
     written = sum(nbytes(s) for s in definition.outputs.values())
@@ -349,7 +349,8 @@ def _charge_relevant(problem: Problem, workload: Workload, values: dict, notes: 
 
 def _check_cpu_budget(problem: Problem, workload: Workload, limit: int, lazy_above_bytes: int | None = None) -> None:
     """Refuse inputs whose real (not lazily created) part would exceed ``limit`` bytes of CPU memory."""
-    from core.problem.dtypes import FLOATING, LOW_PRECISION, torch_dtype
+    from core.problem.dtype_sizes import ELEMENT_BYTES
+    from core.problem.dtypes import FLOATING, LOW_PRECISION
 
     definition = problem.definition
     total = 0
@@ -358,7 +359,7 @@ def _check_cpu_budget(problem: Problem, workload: Workload, limit: int, lazy_abo
             shape = definition.shape_of(spec, workload.resolved_axes)
             if shape is None:
                 continue
-            nbytes = math.prod(shape) * _itemsize(torch_dtype(spec.dtype))
+            nbytes = math.prod(shape) * ELEMENT_BYTES[spec.dtype]
             lazy = spec.dtype in FLOATING | LOW_PRECISION - {"float4_e2m1fn_x2"}
             if lazy_above_bytes is None or not lazy or nbytes <= lazy_above_bytes:
                 total += nbytes
@@ -366,12 +367,6 @@ def _check_cpu_budget(problem: Problem, workload: Workload, limit: int, lazy_abo
         return
     if total > limit:
         raise _MethodFailed(f"inputs need {total / 2**30:.1f} GiB on the cpu (limit {limit / 2**30:.1f} GiB)")
-
-
-def _itemsize(dtype) -> int:
-    import torch
-
-    return torch.empty(0, dtype=dtype).element_size()  # float4_e2m1fn_x2: 1 byte holds two values
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.evaluate import baseline as tb
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem import load_problem
 
 QUICK = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=20, target_seconds=0.005, device_check_calls=3)

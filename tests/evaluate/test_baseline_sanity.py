@@ -10,7 +10,7 @@ from anyio.from_thread import start_blocking_portal
 from core.evaluate import EvaluationPool
 from core.evaluate import baseline as tb
 from core.evaluate.baseline import sanity
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.fleet.scoring import attempt_figures
 from core.problem import load_problem
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.evaluate import cupti_span, timing
+from core.evaluate import cupti_span, timing, timing_policy
 from core.evaluate.cupti_span import ApiRecord, GpuRecord, KernelSpanTracer, call_spans_ms
 from core.evaluate.timing import (EVENTS_METHOD, HOST_BOUND_NOTE, SPAN_METHOD, SPANS_HIDDEN_NOTE, TimedCall,
                                   counted_calls, spans_hold, timing_method)
@@ -388,11 +388,11 @@ def test_kernel_spans_are_off_by_default_even_where_cupti_traces(monkeypatch, sc
 def test_the_run_log_line_says_how_calls_are_timed_and_what_is_missing(monkeypatch, scripted):
     scripted()
     spans = replace(timing.TimingPolicy(), kernel_spans=True)
-    assert timing.describe(spans, "cuda") == "timing: each call's CUPTI kernel span, as upstream SOL-ExecBench times it"
-    assert "kernel_spans = true" in timing.describe(timing.TimingPolicy(), "cuda")
-    assert timing.describe(spans, "cpu") == "timing: wall clock per call (cpu)"
+    assert timing_policy.describe(spans, "cuda") == "timing: each call's CUPTI kernel span, as upstream SOL-ExecBench times it"
+    assert "kernel_spans = true" in timing_policy.describe(timing.TimingPolicy(), "cuda")
+    assert timing_policy.describe(spans, "cpu") == "timing: wall clock per call (cpu)"
     monkeypatch.setattr(cupti_span, "_load_cupti", lambda: __import__("no_such_cupti_module"))
-    line = timing.describe(spans, "cuda")
+    line = timing_policy.describe(spans, "cuda")
     assert line.startswith("timing: CUDA events per call") and "ModuleNotFoundError" in line, line
     assert "pip install cupti-python" in line
 

@@ -6,7 +6,7 @@ from evaluate_support import HONEST_DPS, python_solution
 
 from core.evaluate import Status, pool as pool_module
 from core.evaluate.pool import EvalJob
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 
 WRONG_ON_THE_FIRST = '''import torch
 

@@ -14,7 +14,7 @@ from fleet_problems import seed_solution, write_problems
 
 from core.evaluate.evaluator import Evaluation, Placement
 from core.evaluate.local import LocalEvaluator
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy
 from core.fleet.baselines import ModelBaselines
 from core.problem import load_problem

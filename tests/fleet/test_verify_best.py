@@ -9,7 +9,7 @@ import pytest
 from fleet_problems import seed_solution, write_problems
 
 from core.evaluate.local import LocalEvaluator
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy
 from core.fleet.verify import BestVerifier
 from core.problem import load_problem

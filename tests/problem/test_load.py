@@ -182,3 +182,13 @@ def test_missing_safetensors_blob_makes_only_that_workload_unavailable(make_prob
 
     inputs = make_inputs(problem, w2, "cpu", seed=0)
     assert inputs["x"].shape == (16, 64) and inputs["x"].dtype == torch.bfloat16
+
+
+def test_element_sizes_without_torch_are_torchs():
+    import torch
+
+    from core.problem.dtype_sizes import ELEMENT_BYTES
+    from core.problem.dtypes import TORCH_DTYPES
+
+    assert ELEMENT_BYTES.keys() == TORCH_DTYPES.keys()
+    assert {name: torch.empty(0, dtype=d).element_size() for name, d in TORCH_DTYPES.items()} == ELEMENT_BYTES

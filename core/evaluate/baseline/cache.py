@@ -14,7 +14,7 @@ from typing import Any
 
 from core.cache import cache_root
 from core.evaluate.baseline.record import WorkloadBaseline
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem.load import DEFINITION_FILE, WORKLOAD_FILE
 
 # Part of every cache key: raise it when the way T_b is measured changes, so that no older figure is reused.

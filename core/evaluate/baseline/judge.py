@@ -13,7 +13,7 @@ from core.evaluate.baseline.measure import (FatalDeviceError, _one_line, device_
                                             time_prepared)
 from core.evaluate.baseline.sanity import distrusted, spread_problem
 from core.evaluate.baseline.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, WorkloadBaseline
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
 
 

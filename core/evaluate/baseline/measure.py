@@ -13,7 +13,7 @@ from typing import Any
 from core.evaluate.baseline.record import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, METHOD_COMPILED,
                                            METHOD_EAGER, WorkloadBaseline)
 from core.evaluate.baseline.sanity import RETIMES, max_spread
-from core.evaluate.timing import TimingPolicy
+from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
 
 COMPILE_THREAD_NAME = "kernelfleet-baseline-compile"  # where torch.compile's first calls run, bounded in time

@@ -159,8 +159,8 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         out = _out()
         out.print(problem_table(report))
-        word = report.run.device_word if report.run is not None else "GPU"
-        for line in (summary_lines(report.before, report.after, report.metrics, word) + device_lines(report.devices)
+        for line in (summary_lines(report.before, report.after, report.metrics, report.device_word)
+                     + device_lines(report.devices)
                      + not_evaluated_lines(report.not_evaluated)):
             out.print(line, markup=False, soft_wrap=True)
     if page is not None:

@@ -66,6 +66,11 @@ class RunReport:
     # CPU the GPU-sized ones, a missing safetensors blob): its speedup and SOL are over the other workloads
     not_evaluated: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
+    @property
+    def device_word(self) -> str:
+        """What the run's devices are called in its figures (a store without a run row: its GPUs)."""
+        return self.run.device_word if self.run is not None else "GPU"
+
 
 @dataclass(frozen=True)
 class BestChange:

@@ -249,3 +249,44 @@ def test_seed_matches_reference_on_every_workload(problem_dir, prepared_seeds, t
         unload(folder)
         torch.cuda.empty_cache()
     assert not failures, f"{name}: the seed is wrong on {len(failures)} check(s):\n" + "\n".join(failures)
+
+
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+FP8_DIRS = [d for d in PROBLEM_DIRS if (d / SEED_FILE).is_file()
+            and any(spec.dtype in FP8 for spec in load_problem(d).definition.outputs.values())]
+BIT_EXACT_SEEDS = 12
+
+
+@pytest.mark.parametrize("problem_dir", FP8_DIRS, ids=[f"{d.parent.name}/{d.name}" for d in FP8_DIRS])
+def test_seeds_with_fp8_outputs_give_the_reference_to_the_bit(problem_dir, prepared_seeds, tmp_path):
+    """An fp8 output a scale 1 ulp away from the reference's differs on every element whose quotient lies on a
+    rounding tie: a few percent of a row, so a workload of two rows fails upstream's 99% matched ratio for some
+    seeds and passes for others. Such seeds must give the reference's bytes, on every workload and many seeds."""
+    if _state["broken_by"] is not None:
+        pytest.skip(f"the CUDA context is unusable since the seed of {_state['broken_by']} faulted")
+    prepared = prepared_seeds[problem_dir]
+    assert prepared.ok, f"the seed does not build:\n{prepared.errors}"
+    problem = load_problem(problem_dir)
+    definition = problem.definition
+    reference = compile_reference(definition)
+    folder = materialize(prepared, tmp_path / "seed")
+    entry = load_entry(folder, prepared.solution)
+    differing = []
+    try:
+        for workload in problem.runnable_workloads:
+            for seed in range(BIT_EXACT_SEEDS):
+                inputs = make_inputs(problem, workload, DEVICE, seed, reference)
+                with torch.no_grad():
+                    expected = outputs_by_name(definition, reference.run(*[
+                        (v.clone() if isinstance(v, torch.Tensor) else v) for v in inputs.values()]))
+                outputs = _poisoned_outputs(definition, workload.resolved_axes)
+                entry(*inputs.values(), *outputs.values())
+                torch.cuda.synchronize()
+                for out_name, out in outputs.items():
+                    same = out.reshape(-1).view(torch.uint8) == expected[out_name].reshape(-1).view(torch.uint8)
+                    if not bool(same.all()):
+                        differing.append(f"workload {workload.index} ({_axes_text(workload)}) seed {seed}: "
+                                         f"{out_name} differs in {int((~same).sum())} of {same.numel()} bytes")
+    finally:
+        unload(folder)
+    assert not differing, "\n".join(differing[:10])

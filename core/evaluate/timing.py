@@ -269,17 +269,17 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     spin to cover a slow launch; a candidate's lead is the flush alone (see LaunchLead)."""
     flush = L2Flush(device, policy.flush_bytes)
     # On from the warm-up, so that the launch times the lead is sized by include the tracing's own cost.
-    tracer = KernelSpanTracer.start()[0] if policy.kernel_spans else None
+    tracer = KernelSpanTracer.start(device)[0] if policy.kernel_spans else None
     try:
-        timed, windows = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
+        timed = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
         check: list[TimedCall] = []
         if tracer is not None and tracer.on:
-            check, check_windows = _span_check_calls(call, prepare, device, policy, flush, tracer)
-            spans = tracer.spans_ms(windows + check_windows)
+            check = _span_check_calls(call, prepare, device, policy, flush, tracer)
+            spans = tracer.spans_ms(len(timed) + len(check))
             if spans is not None:
-                timed = [TimedCall(c.event_ms, span, c.led) for c, span in zip(timed, spans[:len(windows)],
+                timed = [TimedCall(c.event_ms, span, c.led) for c, span in zip(timed, spans[:len(timed)],
                                                                                 strict=True)]
-                check = [TimedCall(c.event_ms, span, c.led) for c, span in zip(check, spans[len(windows):],
+                check = [TimedCall(c.event_ms, span, c.led) for c, span in zip(check, spans[len(timed):],
                                                                                   strict=True)]
         traced = tracer is not None and tracer.on
     finally:
@@ -314,10 +314,10 @@ def counted_calls(timed: list[TimedCall], check: list[TimedCall], traced: bool,
 
 def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
                  policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer | None,
-                 trusted: bool) -> tuple[list[TimedCall], list[tuple[int, int]]]:
+                 trusted: bool) -> list[TimedCall]:
     """Warm up, size the lead and the run, then time calls in batches until the led ones' median (of their events)
-    is stable. Returns the calls, without spans, and their host windows for CUPTI (``tracer.now()`` right before
-    and after each call; (0, 0) without a tracer)."""
+    is stable. Returns the calls, without spans; with a tracer, each call is marked for CUPTI (``tracer.open()``
+    before its start event, ``tracer.close()`` after its end event)."""
     launches = []
     for i in range(policy.warmup_calls):
         prepare(i)
@@ -347,7 +347,6 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
     befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(batch)]
                                       for _ in range(4))
     timed: list[TimedCall] = []
-    windows: list[tuple[int, int]] = []
     times: list[float] = []  # the led calls' event times, for the stability stop
     made = 0
     while len(times) < planned and not median_is_stable(times, policy) and made < planned + 2 * batch:
@@ -358,14 +357,16 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
             began = time.perf_counter()
             befores[j].record()
             lead(flushed[j])
+            # The call's markers, for CUPTI: the lead's launches fall outside them, and the events between them
+            # launch no GPU work of their own.
+            if tracer is not None:
+                tracer.open()
             starts[j].record()
-            # The call's host window, for CUPTI: the lead's and the events' launches fall outside it.
-            opened = tracer.now() if tracer is not None else 0
             call(made + j)
-            closed = tracer.now() if tracer is not None else 0
             ends[j].record()
+            if tracer is not None:
+                tracer.close()
             hosts.append(time.perf_counter() - began)
-            windows.append((opened, closed))
         made += count
         torch.cuda.synchronize(device)
         batch_times = [starts[j].elapsed_time(ends[j]) for j in range(count)]
@@ -379,12 +380,11 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
                    statistics.median(spins))
         if not any(c.led for c in batch_timed) and lead.capped and tracer is None:
             break
-    return timed, windows
+    return timed
 
 
 def _span_check_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
-                      policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer
-                      ) -> tuple[list[TimedCall], list[tuple[int, int]]]:
+                      policy: TimingPolicy, flush: L2Flush, tracer: KernelSpanTracer) -> list[TimedCall]:
     """``policy.device_check_calls`` calls, each behind the longest spin (LEAD_CAP_S), so that the events of those
     the host launched within it time their GPU work alone, for ``spans_hold``. A spin lets work the call puts on
     another stream start early, which shortens the events and never the span (CUPTI ties that work to the call's
@@ -393,24 +393,22 @@ def _span_check_calls(call: Callable[[int], None], prepare: Callable[[int], None
     lead.cover(LEAD_CAP_S)  # the longest spin: a few milliseconds in all
     count = max(1, policy.device_check_calls)
     befores, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(count)] for _ in range(3))
-    hosts, windows = [], []
+    hosts = []
     for j in range(count):
         prepare(j)
         began = time.perf_counter()
         befores[j].record()
         lead()
+        tracer.open()
         starts[j].record()
-        opened = tracer.now()
         call(j)
-        closed = tracer.now()
         ends[j].record()
+        tracer.close()
         hosts.append(time.perf_counter() - began)
-        windows.append((opened, closed))
     torch.cuda.synchronize(device)
     leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
-    checked = [TimedCall(starts[j].elapsed_time(ends[j]), None, led)
-               for j, led in zip(range(count), led_calls(hosts, leads), strict=True)]
-    return checked, windows
+    return [TimedCall(starts[j].elapsed_time(ends[j]), None, led)
+            for j, led in zip(range(count), led_calls(hosts, leads), strict=True)]
 
 
 def left_unseen_work(lags: list[float], call_s: float) -> bool:

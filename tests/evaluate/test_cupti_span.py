@@ -15,49 +15,65 @@ from pathlib import Path
 import pytest
 
 from core.evaluate import cupti_span, timing, timing_policy
-from core.evaluate.cupti_span import ApiRecord, GpuRecord, KernelSpanTracer, call_spans_ms
+from core.evaluate.cupti_span import (CLOSE_MARK, CLOSES, OPEN_MARK, OPENS, GpuRecord, KernelSpanTracer,
+                                     call_spans_ms)
 from core.evaluate.timing import (EVENTS_METHOD, HOST_BOUND_NOTE, SPAN_METHOD, SPANS_HIDDEN_NOTE, TimedCall,
                                   counted_calls, spans_hold, timing_method)
+
+REAL_LOAD_CUPY = cupti_span._load_cupy
 
 # ------------------------------------------------------------------ spans from plain records (ns)
 
 
-def test_a_call_spans_its_kernels_launched_inside_its_window():
-    api = [ApiRecord(1_000, 7), ApiRecord(1_500, 8)]
-    gpu = [GpuRecord(10_000, 14_000, 7), GpuRecord(14_500, 20_000, 8)]
-    assert call_spans_ms([(900, 2_000)], api, gpu) == [pytest.approx(0.010)]  # 10_000 .. 20_000 ns
+def opens(correlation: int) -> GpuRecord:
+    return GpuRecord(1, 2, correlation, OPENS)
 
 
-def test_the_lead_launched_before_the_window_is_not_the_calls_even_where_it_runs_inside_it():
-    # The flush is launched before the window opens but runs on the GPU long after: it must not stretch the span.
-    api = [ApiRecord(500, 1), ApiRecord(1_200, 2), ApiRecord(2_100, 3)]  # flush, the call's kernel, the end event
-    gpu = [GpuRecord(3_000, 83_000, 1), GpuRecord(83_500, 85_500, 2), GpuRecord(85_600, 85_700, 3)]
-    assert call_spans_ms([(1_000, 2_000)], api, gpu) == [pytest.approx(0.002)]
+def closes(correlation: int) -> GpuRecord:
+    return GpuRecord(1, 2, correlation, CLOSES)
 
 
-def test_the_span_is_the_union_of_overlapping_and_separate_activities():
-    api = [ApiRecord(100, 1), ApiRecord(110, 2), ApiRecord(120, 3)]
-    gpu = [GpuRecord(1_000, 5_000, 1), GpuRecord(2_000, 9_000, 2),  # another stream, overlapping
-           GpuRecord(9_500, 9_600, 3), GpuRecord(9_700, 11_000, 3)]  # one launch (a graph) with two kernels
-    assert call_spans_ms([(100, 120)], api, gpu) == [pytest.approx(0.010)]  # 1_000 .. 11_000
+def test_a_call_spans_the_work_launched_between_its_markers():
+    records = [opens(6), GpuRecord(10_000, 14_000, 7), GpuRecord(14_500, 20_000, 8), closes(9)]
+    assert call_spans_ms(records, 1) == [pytest.approx(0.010)]  # 10_000 .. 20_000 ns
 
 
-def test_each_window_gets_only_its_own_calls_and_an_empty_one_gets_none():
-    api = [ApiRecord(100, 1), ApiRecord(300, 2), ApiRecord(500, 3), ApiRecord(700, 4)]
-    gpu = [GpuRecord(1_000, 2_000, 1), GpuRecord(3_000, 7_000, 3), GpuRecord(8_000, 9_000, 4)]
-    # Window 2 holds an API call (say, a synchronisation) without GPU work; window 4 holds no API call at all.
-    windows = [(50, 150), (450, 550), (250, 350), (800, 900)]
-    assert call_spans_ms(windows, api, gpu) == [pytest.approx(0.001), pytest.approx(0.004), None, None]
+def test_work_launched_before_the_opening_marker_is_not_the_calls_however_it_overlaps():
+    # The flush (1), launched before the marker, runs on past the call's kernel (3) on the GPU.
+    records = [GpuRecord(3_000, 90_000, 1), opens(2), GpuRecord(83_500, 85_500, 3), closes(4)]
+    assert call_spans_ms(records, 1) == [pytest.approx(0.002)]
 
 
-def test_window_bounds_are_inclusive_and_records_without_timestamps_are_ignored():
-    api = [ApiRecord(100, 1), ApiRecord(200, 2), ApiRecord(201, 3)]
-    gpu = [GpuRecord(1_000, 3_000, 1), GpuRecord(500, 0, 2), GpuRecord(4_000, 9_000, 3)]  # 2: no end yet
-    assert call_spans_ms([(100, 200)], api, gpu) == [pytest.approx(0.002)]
+def test_work_on_other_streams_and_a_graphs_kernels_are_the_calls():
+    records = [opens(1), GpuRecord(1_000, 5_000, 2), GpuRecord(2_000, 9_000, 3),  # another stream, overlapping
+               GpuRecord(9_500, 9_600, 4), GpuRecord(9_700, 11_000, 4), closes(5)]  # one launch (a graph), 2 kernels
+    assert call_spans_ms(records, 1) == [pytest.approx(0.010)]  # 1_000 .. 11_000
 
 
-def test_no_records_give_no_span():
-    assert call_spans_ms([(0, 10), (20, 30)], [], []) == [None, None]
+def test_records_are_matched_in_launch_order_whatever_order_cupti_hands_them_over():
+    records = [GpuRecord(8_000, 9_000, 7), closes(8), opens(1), GpuRecord(1_000, 2_000, 2), closes(3),
+               GpuRecord(50, 60, 4), opens(5), opens(9), GpuRecord(3_000, 7_000, 6), closes(10)]
+    # 4 is staging between calls (outside every pair); the third call launched nothing.
+    assert call_spans_ms(sorted(records, key=lambda r: -r.start), 3) == [
+        pytest.approx(0.001), pytest.approx(0.006), None]
+
+
+def test_a_record_without_both_timestamps_times_nothing():
+    records = [opens(1), GpuRecord(1_000, 3_000, 2), GpuRecord(500, 0, 3), closes(4)]  # 3: no end yet
+    assert call_spans_ms(records, 1) == [pytest.approx(0.002)]
+
+
+@pytest.mark.parametrize("records", [
+    [opens(1), GpuRecord(1_000, 2_000, 2), opens(3), GpuRecord(3_000, 4_000, 4), closes(5)],  # a second opening
+    [opens(1), GpuRecord(1_000, 2_000, 2), closes(3), GpuRecord(3_000, 9_000, 4), closes(5)],  # a second closing
+    [opens(1), GpuRecord(1_000, 2_000, 2)],  # never closed
+    [opens(1), closes(2), opens(3), closes(4), opens(5), closes(6)],  # one pair more than the calls timed
+    [],
+])
+def test_markers_that_do_not_delimit_the_calls_timed_give_no_spans(records):
+    """A call's own memset of a marker's size and value (to hide work after it) cannot shorten a span: the
+    markers no longer pair up into the calls timed, and the timing keeps its events."""
+    assert call_spans_ms(records, 2) is None
 
 
 # ------------------------------------------------------------------ the tracer, on a scripted CUPTI
@@ -78,17 +94,18 @@ class Activity(types.SimpleNamespace):
 
 class ScriptedCupti:
     """Enough of ``cupti.cupti`` for the tracer: records queued with ``emit`` reach the registered callback at the
-    next flush, as CUPTI hands over its buffers."""
+    next flush, as CUPTI hands over its buffers. ``launch`` numbers an API call as CUPTI does (one counter for every
+    API and thread); the tracer's markers go through it too, as memsets of their (bytes, value)."""
 
     ActivityKind = Kind
 
-    def __init__(self, refuse: Kind | None = None, clock_fails: bool = False):
-        self.refuse, self.clock_fails = refuse, clock_fails
+    def __init__(self, refuse: Kind | None = None, mark_fails: bool = False):
+        self.refuse, self.mark_fails = refuse, mark_fails
         self.enabled: set[Kind] = set()
         self.pending: list[Activity] = []
         self.completed = None
         self.finalized = 0
-        self.clock = 0
+        self.correlation = 0
 
     def activity_enable(self, kind):
         if kind == self.refuse:
@@ -110,14 +127,20 @@ class ScriptedCupti:
     def finalize(self):
         self.finalized += 1
 
-    def get_timestamp(self):
-        if self.clock_fails:
-            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
-        self.clock += 100
-        return self.clock
+    def launch(self, kind, start, end, nbytes=0, value=0):
+        """One API call launching one activity; returns its correlation id."""
+        self.correlation += 1
+        self.emit(kind, self.correlation, start, end, nbytes, value)
+        return self.correlation
 
-    def emit(self, kind, correlation_id, start, end=0):
-        self.pending.append(Activity(kind=kind, correlation_id=correlation_id, start=start, end=end))
+    def emit(self, kind, correlation_id, start, end=0, nbytes=0, value=0):
+        self.pending.append(Activity(kind=kind, correlation_id=correlation_id, start=start, end=end, bytes=nbytes,
+                                     value=value))
+
+    def mark(self, mark):
+        if self.mark_fails:
+            raise RuntimeError("cudaErrorInvalidValue")
+        self.launch(Kind.MEMSET, 1, 2, *mark)
 
 
 @pytest.fixture(autouse=True)
@@ -133,39 +156,54 @@ def scripted(monkeypatch):
     def install(**kwargs):
         fake = ScriptedCupti(**kwargs)
         monkeypatch.setattr(cupti_span, "_load_cupti", lambda: fake)
+        monkeypatch.setattr(cupti_span, "_load_cupy", lambda: types.SimpleNamespace())
+        monkeypatch.setattr(cupti_span, "_marker_launcher", lambda device: fake.mark)
         return fake
     return install
 
 
-def test_the_tracer_spans_kernels_copies_and_memsets_and_ignores_other_kinds(scripted):
+def test_the_tracer_spans_kernels_copies_and_memsets_between_its_markers_and_nothing_else(scripted):
     fake = scripted()
     tracer, why = KernelSpanTracer.start()
     assert tracer is not None and why == "", why
-    assert {Kind.RUNTIME, Kind.DRIVER, Kind.CONCURRENT_KERNEL, Kind.MEMCPY, Kind.MEMSET} <= fake.enabled
-    opened = tracer.now()
-    fake.emit(Kind.RUNTIME, 1, opened + 10)  # cudaMemcpyAsync
-    fake.emit(Kind.DRIVER, 2, opened + 20)  # cuLaunchKernel (Triton)
-    fake.emit(Kind.RUNTIME, 3, opened + 30)  # cudaMemsetAsync
-    closed = tracer.now()
-    fake.emit(Kind.MEMCPY, 1, 5_000, 6_000)
-    fake.emit(Kind.CONCURRENT_KERNEL, 2, 6_500, 9_000)
-    fake.emit(Kind.MEMSET, 3, 9_100, 10_000)
-    fake.emit(Kind.CUDA_EVENT, 3, 1_000, 20_000)  # not GPU work of the call's: never spanned
-    assert tracer.spans_ms([(opened, closed)]) == [pytest.approx(0.005)]
+    assert fake.enabled == {Kind.CONCURRENT_KERNEL, Kind.MEMCPY, Kind.MEMSET}  # no RUNTIME, no DRIVER: costly
+    fake.launch(Kind.CONCURRENT_KERNEL, 1_000, 90_000)  # the flush, before the call
+    tracer.open()
+    fake.launch(Kind.MEMCPY, 5_000, 6_000)
+    fake.launch(Kind.CONCURRENT_KERNEL, 6_500, 9_000)  # cuLaunchKernel (Triton) or cudaLaunchKernel: one counter
+    fake.launch(Kind.MEMSET, 9_100, 10_000, 4096, 0)  # the call's own memset
+    fake.launch(Kind.CUDA_EVENT, 1_000, 20_000)  # not GPU work of the call's: never spanned
+    tracer.close()
+    fake.launch(Kind.CONCURRENT_KERNEL, 95_000, 99_000)  # the next call's staging
+    assert tracer.spans_ms(1) == [pytest.approx(0.005)]
     tracer.stop()
     assert fake.enabled == set() and fake.finalized == 1
+
+
+def test_a_call_that_fakes_a_closing_marker_to_hide_its_work_gets_no_span(scripted):
+    fake = scripted()
+    tracer, _ = KernelSpanTracer.start()
+    tracer.open()
+    fake.launch(Kind.CONCURRENT_KERNEL, 1_000, 2_000)
+    fake.launch(Kind.MEMSET, 2_100, 2_200, *CLOSE_MARK)  # the candidate's own "close"
+    fake.launch(Kind.CONCURRENT_KERNEL, 2_300, 900_000)  # the real work
+    fake.launch(Kind.MEMSET, 900_100, 900_200, *OPEN_MARK)  # and an "open" to pair with the real close
+    tracer.close()
+    assert tracer.spans_ms(1) is None
+    tracer.stop()
 
 
 def test_discarded_records_are_not_spanned_later(scripted):
     fake = scripted()
     tracer, _ = KernelSpanTracer.start()
-    opened = tracer.now()
-    fake.emit(Kind.RUNTIME, 1, opened + 1)  # a warm-up call's launch
-    fake.emit(Kind.CONCURRENT_KERNEL, 1, 1_000, 2_000)
+    tracer.open()
+    fake.launch(Kind.CONCURRENT_KERNEL, 1_000, 2_000)  # a warm-up call's
+    tracer.close()
     tracer.discard()
-    fake.emit(Kind.RUNTIME, 2, opened + 2)  # a timed call's: whatever the window, only it is left
-    fake.emit(Kind.CONCURRENT_KERNEL, 2, 3_000, 3_500)
-    assert tracer.spans_ms([(opened, opened + 50)]) == [pytest.approx(0.0005)]
+    tracer.open()
+    fake.launch(Kind.CONCURRENT_KERNEL, 3_000, 3_500)
+    tracer.close()
+    assert tracer.spans_ms(1) == [pytest.approx(0.0005)]
     tracer.stop()
 
 
@@ -181,7 +219,7 @@ def test_one_tracer_per_process(scripted):
 
 
 def test_cupti_already_in_use_gives_no_tracer_and_does_not_detach_the_other_client(scripted):
-    fake = scripted(refuse=Kind.RUNTIME)  # the first kind enabled
+    fake = scripted(refuse=Kind.CONCURRENT_KERNEL)  # the first kind enabled
     tracer, why = KernelSpanTracer.start()
     assert tracer is None and "MULTIPLE_SUBSCRIBERS" in why
     assert fake.finalized == 0
@@ -198,11 +236,12 @@ def test_a_kind_refused_after_others_were_enabled_undoes_them(scripted):
     assert fake.enabled == set() and fake.finalized == 1
 
 
-def test_a_failing_clock_turns_the_tracer_off_instead_of_raising(scripted):
-    scripted(clock_fails=True)
+def test_a_failing_marker_turns_the_tracer_off_instead_of_raising(scripted):
+    scripted(mark_fails=True)
     tracer, _ = KernelSpanTracer.start()
-    assert tracer.now() == 0
-    assert tracer.spans_ms([(0, 0)]) is None and not tracer.on and "NOT_INITIALIZED" in tracer.failed
+    tracer.open()
+    assert tracer.spans_ms(1) is None and not tracer.on and "cudaErrorInvalidValue" in tracer.failed
+    tracer.close()  # off: does nothing
     tracer.stop()
     again, _ = KernelSpanTracer.start()
     assert again is not None  # released by the failure
@@ -212,9 +251,17 @@ def test_a_failing_clock_turns_the_tracer_off_instead_of_raising(scripted):
 def test_unreadable_records_turn_the_tracer_off(scripted):
     fake = scripted()
     tracer, _ = KernelSpanTracer.start()
-    fake.pending.append(Activity(kind=Kind.RUNTIME))  # no start, no correlation id
-    assert tracer.spans_ms([(0, 10)]) is None and not tracer.on and "reading CUPTI records" in tracer.failed
+    fake.pending.append(Activity(kind=Kind.MEMSET))  # no start, no correlation id, no size
+    assert tracer.spans_ms(0) is None and not tracer.on and "reading CUPTI records" in tracer.failed
     tracer.stop()
+
+
+def test_without_cupy_there_is_no_tracer(monkeypatch, scripted):
+    scripted()
+    monkeypatch.setattr(cupti_span, "_load_cupy", REAL_LOAD_CUPY)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    tracer, why = KernelSpanTracer.start()
+    assert tracer is None and why.startswith("cupy does not import:")
 
 
 def test_without_the_cupti_package_there_is_no_tracer(monkeypatch):
@@ -306,7 +353,7 @@ class SimulatedGpu:
     launches (through the scripted CUPTI) one kernel of ``span_ms``; the L2 flush takes ``flush_ms`` (a second by
     default, so every call is led; 0: no call is). A call queued behind a spin (the check pass's lead) takes
     ``spun_event_ms`` (default ``event_ms``): what its events read once the host's launch is out of them. The
-    flush's own kernel is launched before the call's window and overlaps the call's kernel on the GPU."""
+    flush's own kernel is launched before the call's opening marker and overlaps the call's kernel on the GPU."""
 
     def __init__(self, monkeypatch, cupti: ScriptedCupti | None, event_ms=0.0039, span_ms=0.0016, flush_ms=1000.0,
                  spun_event_ms=None):
@@ -315,7 +362,6 @@ class SimulatedGpu:
         self.cupti, self.event_ms, self.span_ms, self.flush_ms = cupti, event_ms, span_ms, flush_ms
         self.spun_event_ms = event_ms if spun_event_ms is None else spun_event_ms
         self.now_ms = 0.0
-        self.correlation = 0
         self.spun = False
         gpu = self
 
@@ -348,9 +394,7 @@ class SimulatedGpu:
 
     def _launch(self, start_ns, length_ns):
         if self.cupti is not None:
-            self.correlation += 1
-            self.cupti.emit(Kind.RUNTIME, self.correlation, self.cupti.get_timestamp())
-            self.cupti.emit(Kind.CONCURRENT_KERNEL, self.correlation, start_ns, start_ns + length_ns)
+            self.cupti.launch(Kind.CONCURRENT_KERNEL, start_ns, start_ns + length_ns)
 
     def flush(self):
         self.spun = False
@@ -412,7 +456,7 @@ def test_time_cuda_falls_back_to_the_events_when_cupti_fails_midway(monkeypatch,
 
     def failing_in_the_second_batch(i):
         if i >= 150:
-            fake.clock_fails, gpu.cupti = True, None
+            fake.mark_fails, gpu.cupti = True, None
         calls(i)
 
     policy = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=250, target_seconds=1.0,
@@ -552,3 +596,45 @@ def test_without_cupti_the_events_time_the_calls():
     assert done.returncode == 0, done.stderr[-2000:]
     method, median = done.stdout.strip().splitlines()[-2:]
     assert method == EVENTS_METHOD and float(median) > 0, done.stdout
+
+
+@pytest.mark.gpu
+def test_a_kernel_launched_through_the_driver_api_is_timed_by_its_span(cuda, captured):
+    """The fast path launches with cupy (cuLaunchKernel), torch with cudaLaunchKernel: one correlation counter."""
+    import cupy
+    import torch
+
+    _needs_cupti()
+    x = torch.randn(1 << 16, device=cuda)
+    scale = cupy.RawKernel(r'''extern "C" __global__ void scale(float* x, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 1.0001f; }''', "scale")
+    view = cupy.from_dlpack(x)
+
+    def call(_i):
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            scale((64,), (1024,), (view, cupy.int32(x.numel())))
+
+    result = timing.time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert result.method == SPAN_METHOD, result
+    assert all(c.spanned for c in captured[-1]), captured[-1][:5]
+    assert result.median_ms < 0.02, result
+
+
+@pytest.mark.gpu
+def test_a_call_that_launches_a_fake_marker_is_timed_by_its_events(cuda):
+    import cupy
+    import torch
+
+    _needs_cupti()
+    x = torch.randn(1 << 20, device=cuda)
+    scratch = torch.empty(cupti_span.MARKER_BYTES, dtype=torch.uint8, device=cuda)
+
+    def hiding(_i):
+        stream = torch.cuda.current_stream().cuda_stream
+        cupy.cuda.runtime.memsetAsync(scratch.data_ptr(), cupti_span.CLOSE_MARK[1], cupti_span.CLOSE_MARK[0], stream)
+        for _ in range(20):
+            x.mul_(1.0001)  # the work it would hide after its own "close"
+
+    result = timing.time_cuda(hiding, lambda _i: None, cuda, POLICY)
+    assert result.method.startswith(EVENTS_METHOD), result
+    assert result.median_ms > 0.02, result  # 20 passes over 4 MiB: the work is in the time

@@ -89,6 +89,39 @@ def cost(mode: str) -> dict:
     return result
 
 
+def cycle() -> dict:
+    """The GPU kinds enabled, then disabled without finalizing, three times; then finalized: what each step costs."""
+    import torch
+    from cupti import cupti
+
+    device = torch.device("cuda")
+    tensors = (torch.randn(1024, device=device), torch.randn(64, 64, device=device),
+               torch.randn(64, 64, device=device))
+    _host_work(200, tensors)
+    result = {"mode": "cycle", "before_us": _per_round_us(tensors)}
+    kinds = _kinds(cupti, "gpu")
+    cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: None)
+    for i in range(3):
+        began = time.perf_counter()
+        for kind in kinds:
+            cupti.activity_enable(kind)
+        result[f"enable_ms_{i}"] = (time.perf_counter() - began) * 1e3
+        result[f"during_us_{i}"] = _per_round_us(tensors)
+        began = time.perf_counter()
+        cupti.activity_flush_all(0)
+        result[f"flush_ms_{i}"] = (time.perf_counter() - began) * 1e3
+        began = time.perf_counter()
+        for kind in kinds:
+            cupti.activity_disable(kind)
+        result[f"disable_ms_{i}"] = (time.perf_counter() - began) * 1e3
+        result[f"disabled_us_{i}"] = _per_round_us(tensors)
+    began = time.perf_counter()
+    cupti.finalize()
+    result["finalize_ms"] = (time.perf_counter() - began) * 1e3
+    result["finalized_us"] = _per_round_us(tensors)
+    return result
+
+
 def markers() -> dict:
     import cupy
     import torch
@@ -159,7 +192,11 @@ def markers() -> dict:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--mode"]:
-        print(json.dumps(markers() if argv[1] == "markers" else cost(argv[1])))
+        print(json.dumps({"markers": markers, "cycle": cycle}.get(argv[1], lambda: cost(argv[1]))()))
+        return 0
+    if argv[:1] == ["--cycle"]:
+        done = subprocess.run([sys.executable, __file__, "--mode", "cycle"], capture_output=True, text=True)
+        print(done.stdout.strip() or done.stderr[-1500:])
         return 0
     rows = {}
     for mode in ("off", "gpu", "api", "markers"):

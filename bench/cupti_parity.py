@@ -20,6 +20,7 @@ def main() -> int:
 
     from core.evaluate.cupti_span import KernelSpanTracer
     from core.evaluate.timing import time_cuda
+    from core.evaluate.timing_policy import TimingPolicy
 
     tracer, why = KernelSpanTracer.start()
     print(f"CUPTI tracer: {'available' if tracer is not None else 'unavailable: ' + why}")
@@ -33,13 +34,11 @@ def main() -> int:
         ops = {"mul": lambda: x.mul_(1.0001), "chain3": lambda: x.mul_(1.0001).add_(1e-4).relu_()}
         for name, op in ops.items():
             began = time.perf_counter()
-            ours = time_cuda(lambda i: op(), lambda i: None, device)
+            ours = time_cuda(lambda i: op(), lambda i: None, device, TimingPolicy(kernel_spans=True))
             wall = time.perf_counter() - began
-            saved, sys.modules["cupti"] = sys.modules.get("cupti"), None  # CUPTI hidden: CUDA events
             began = time.perf_counter()
-            events = time_cuda(lambda i: op(), lambda i: None, device)
+            events = time_cuda(lambda i: op(), lambda i: None, device, TimingPolicy())  # CUDA events
             wall_events = time.perf_counter() - began
-            sys.modules["cupti"] = saved
             upstream = statistics.median(bench_gpu_time_with_cupti(op, warmup=10, rep=200))
             print(f"{name:7} {n:>10} {ours.median_ms * 1e3:10.2f}us {events.median_ms * 1e3:8.2f}us "
                   f"{upstream * 1e3:8.2f}us {ours.median_ms / upstream:6.3f} {wall:5.2f}s {wall_events:6.2f}s  "

@@ -19,9 +19,9 @@ markers and collects the records from CUPTI while a timing runs. CUPTI is option
 the markers need cupy: where either is missing, or CUPTI's activity tracing cannot be had (one client per process:
 a profiler may hold it), ``KernelSpanTracer.start`` gives no tracer and the caller times with events.
 
-A timing takes the records twice (after its warm-up and at its end), never per batch of calls, and detaches CUPTI
-when it ends: a process where CUPTI stays attached launches everything more slowly, traced or not (on the H200 an
-events timing after a traced one was timed host-bound).
+A timing takes the records after each batch of calls: what they cost is their decoding by cupti-python, about 45 us
+a record on the H200 box (bench/cupti_kinds.py), wherever they are taken, and spans known per batch stop a steady
+timing sooner. It detaches CUPTI when it ends: a process where CUPTI stays attached launches everything more slowly.
 """
 
 from __future__ import annotations
@@ -171,21 +171,22 @@ class KernelSpanTracer:
         """Launch the marker that closes a call (right after the call)."""
         self._launch(CLOSE_MARK)
 
-    def discard(self) -> None:
-        """Drop the records collected so far (those of calls not timed)."""
-        self._take()
-
     def spans_ms(self, calls: int) -> list[float | None] | None:
-        """The spans of the ``calls`` calls marked since the last take (see call_spans_ms); None when the tracer is
-        off or failed, or the markers do not delimit that many calls. Call it once the calls' work has finished."""
+        """The spans of the ``calls`` calls marked since the last take (see call_spans_ms; records of calls not
+        marked, such as warm-ups, are ignored); None when the tracer is off or failed. Markers that do not delimit
+        that many calls turn the tracer off: no later call of the timing is timed by its span either. Call it once
+        the calls' work has finished."""
         taken = self._take()
         if taken is None:
             return None
         try:
-            return call_spans_ms(taken, calls)
+            spans = call_spans_ms(taken, calls)
         except Exception as error:
             self._fail(error)
             return None
+        if spans is None:
+            self._fail(RuntimeError(f"the markers do not delimit the {calls} calls timed"))
+        return spans
 
     def stop(self) -> None:
         """Tracing off and CUPTI detached; the records not taken are dropped. Safe to call more than once."""

@@ -274,13 +274,7 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
         timed = _timed_calls(call, prepare, device, policy, flush, tracer, trusted)
         check: list[TimedCall] = []
         if tracer is not None and tracer.on:
-            check = _span_check_calls(call, prepare, device, policy, flush, tracer)
-            spans = tracer.spans_ms(len(timed) + len(check))
-            if spans is not None:
-                timed = [TimedCall(c.event_ms, span, c.led) for c, span in zip(timed, spans[:len(timed)],
-                                                                                strict=True)]
-                check = [TimedCall(c.event_ms, span, c.led) for c, span in zip(check, spans[len(timed):],
-                                                                                  strict=True)]
+            check = _with_spans(_span_check_calls(call, prepare, device, policy, flush, tracer), tracer)
         traced = tracer is not None and tracer.on
     finally:
         if tracer is not None:
@@ -340,14 +334,12 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
     # alone held the GPU for many times the target (25 s for one T_b of a reference looping over a batch).
     estimate_s = max(start.elapsed_time(end) / 1e3, statistics.median(launches) if launches else 0.0, 1e-6)
     planned = int(min(policy.max_calls, max(policy.min_calls, policy.target_seconds / estimate_s)))
-    if tracer is not None:
-        tracer.discard()
 
     batch = min(BATCH_CALLS, planned)
     befores, flushed, starts, ends = ([torch.cuda.Event(enable_timing=True) for _ in range(batch)]
                                       for _ in range(4))
     timed: list[TimedCall] = []
-    times: list[float] = []  # the led calls' event times, for the stability stop
+    times: list[float] = []  # the counted calls' times (spans where CUPTI gave them), for the stability stop
     made = 0
     while len(times) < planned and not median_is_stable(times, policy) and made < planned + 2 * batch:
         count = min(batch, planned - len(times))
@@ -373,14 +365,26 @@ def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], de
         leads = [befores[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
         spins = [flushed[j].elapsed_time(starts[j]) / 1e3 for j in range(count)]
         batch_timed = [TimedCall(t, None, led) for t, led in zip(batch_times, led_calls(hosts, leads), strict=True)]
+        if tracer is not None and tracer.on:
+            batch_timed = _with_spans(batch_timed, tracer)
         timed += batch_timed
-        # With spans every call counts (see time_cuda), so every call's events say when the run has enough.
-        times += [c.event_ms for c in batch_timed if c.led or tracer is not None]
+        # With spans every call counts (see time_cuda), by its span: steadier than its events, so a timing with
+        # spans is stable sooner, and has fewer CUPTI records to decode.
+        times += [c.time_ms for c in batch_timed if c.led or tracer is not None]
         lead.cover(statistics.quantiles(hosts, n=10)[-1] if len(hosts) > 1 else hosts[0], statistics.median(leads),
                    statistics.median(spins))
         if not any(c.led for c in batch_timed) and lead.capped and tracer is None:
             break
     return timed
+
+
+def _with_spans(calls: list[TimedCall], tracer: KernelSpanTracer) -> list[TimedCall]:
+    """The calls just marked, with their spans once the GPU has finished them; unchanged where the tracer gave none
+    (it is then off, and the whole timing falls back to its events)."""
+    spans = tracer.spans_ms(len(calls))
+    if spans is None:
+        return calls
+    return [TimedCall(c.event_ms, span, c.led) for c, span in zip(calls, spans, strict=True)]
 
 
 def _span_check_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,

@@ -193,17 +193,33 @@ def test_a_call_that_fakes_a_closing_marker_to_hide_its_work_gets_no_span(script
     tracer.stop()
 
 
-def test_discarded_records_are_not_spanned_later(scripted):
+def test_unmarked_calls_are_ignored_and_each_take_spans_the_calls_marked_since_the_last(scripted):
     fake = scripted()
     tracer, _ = KernelSpanTracer.start()
-    tracer.open()
-    fake.launch(Kind.CONCURRENT_KERNEL, 1_000, 2_000)  # a warm-up call's
-    tracer.close()
-    tracer.discard()
+    fake.launch(Kind.CONCURRENT_KERNEL, 1_000, 2_000)  # a warm-up call: never marked
     tracer.open()
     fake.launch(Kind.CONCURRENT_KERNEL, 3_000, 3_500)
     tracer.close()
     assert tracer.spans_ms(1) == [pytest.approx(0.0005)]
+    for length in (700, 900):  # the next batch
+        tracer.open()
+        fake.launch(Kind.CONCURRENT_KERNEL, 10_000, 10_000 + length)
+        tracer.close()
+    assert tracer.spans_ms(2) == [pytest.approx(0.0007), pytest.approx(0.0009)]
+    tracer.stop()
+
+
+def test_markers_that_do_not_pair_up_turn_the_tracer_off_for_the_rest_of_the_timing(scripted):
+    fake = scripted()
+    tracer, _ = KernelSpanTracer.start()
+    tracer.open()
+    fake.launch(Kind.CONCURRENT_KERNEL, 3_000, 3_500)
+    tracer.close()
+    assert tracer.spans_ms(2) is None  # one call marked, two timed
+    assert not tracer.on and "do not delimit" in tracer.failed
+    tracer.open()
+    tracer.close()
+    assert tracer.spans_ms(1) is None
     tracer.stop()
 
 
@@ -356,11 +372,12 @@ class SimulatedGpu:
     flush's own kernel is launched before the call's opening marker and overlaps the call's kernel on the GPU."""
 
     def __init__(self, monkeypatch, cupti: ScriptedCupti | None, event_ms=0.0039, span_ms=0.0016, flush_ms=1000.0,
-                 spun_event_ms=None):
+                 spun_event_ms=None, event_jitter=0.0):
         import torch
 
         self.cupti, self.event_ms, self.span_ms, self.flush_ms = cupti, event_ms, span_ms, flush_ms
         self.spun_event_ms = event_ms if spun_event_ms is None else spun_event_ms
+        self.event_jitter, self.calls = event_jitter, 0  # events off by up to this share, call by call
         self.now_ms = 0.0
         self.spun = False
         gpu = self
@@ -403,7 +420,9 @@ class SimulatedGpu:
 
     def call(self, _i):
         self._launch(int(self.now_ms * 1e6) + 500, int(self.span_ms * 1e6))
-        self.advance(self.spun_event_ms if self.spun else self.event_ms)
+        self.calls += 1
+        off = self.event_jitter * ((self.calls * 7919) % 11 - 5) / 5
+        self.advance((self.spun_event_ms if self.spun else self.event_ms) * (1 + off))
         self.spun = False
 
 
@@ -419,6 +438,17 @@ def test_time_cuda_reports_the_span_of_each_call_without_the_lead(monkeypatch, s
     again, _ = KernelSpanTracer.start()  # released: the next timing can trace
     assert again is not None
     again.stop()
+
+
+def test_a_timing_by_spans_stops_once_the_spans_are_steady_however_the_events_scatter(monkeypatch, scripted):
+    policy = timing.TimingPolicy(warmup_calls=2, min_calls=10, max_calls=1000, target_seconds=1.0,
+                                 kernel_spans=True)
+    spans = timing.time_cuda(SimulatedGpu(monkeypatch, scripted(), event_jitter=0.5).call, lambda _i: None, "cpu",
+                             policy)
+    assert spans.method == SPAN_METHOD and spans.calls == 100, spans  # stable at stable_min_calls
+    events = timing.time_cuda(SimulatedGpu(monkeypatch, None, event_jitter=0.5).call, lambda _i: None, "cpu",
+                              replace(policy, kernel_spans=False))
+    assert events.method == EVENTS_METHOD and events.calls > 300, events
 
 
 def test_kernel_spans_are_off_by_default_even_where_cupti_traces(monkeypatch, scripted):
@@ -464,7 +494,9 @@ def test_time_cuda_falls_back_to_the_events_when_cupti_fails_midway(monkeypatch,
     result = timing.time_cuda(failing_in_the_second_batch, lambda _i: None, "cpu", policy)
     assert result.method == EVENTS_METHOD, result
     assert result.median_ms == pytest.approx(0.0039) and result.calls == 250  # the first batch's too
-    assert [c.span_ms for c in captured[-1]] == [None] * 250
+    timed = captured[-1]
+    assert [c.span_ms for c in timed[:100]] == [pytest.approx(0.0016)] * 100  # spanned before the failure
+    assert [c.span_ms for c in timed[150:]] == [None] * 100
     again, _ = KernelSpanTracer.start()  # released by the failure
     assert again is not None
     again.stop()

@@ -185,8 +185,8 @@ class EvaluationConfig:
     # upstream SOL-ExecBench's rule); 0 skips the re-verification.
     verify_rounds: int = setting(10, min=0)
     # Time each call by its CUPTI kernel span, as upstream SOL-ExecBench does (needs cupti-python; without it, CUDA
-    # events, and the run's log says so), instead of CUDA events, which add 2-3 us a call. Off by default: tracing
-    # slows every job several-fold (core.evaluate.timing.TimingPolicy.kernel_spans).
+    # events, and the run's log says so), instead of CUDA events, which add 2-3 us a call. Off by default: reading
+    # CUPTI's records slows the jobs (core.evaluate.timing_policy.TimingPolicy.kernel_spans).
     kernel_spans: bool = setting(False)
 
 

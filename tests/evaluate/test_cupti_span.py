@@ -612,8 +612,8 @@ def test_a_call_without_gpu_work_keeps_its_event_time(cuda, captured):
 
 @pytest.mark.gpu
 def test_without_cupti_the_events_time_the_calls():
-    # In a process of its own: once a tracer has run, CUPTI stays attached to the process (see
-    # core.evaluate.cupti_span), which slows every launch, and this test's calls would be timed host-bound.
+    # In a process of its own, where CUPTI was never attached (session 13 saw an events timing after traced ones
+    # in the same process timed host-bound).
     code = (
         "import sys; sys.modules['cupti'] = None\n"
         "import torch\n"

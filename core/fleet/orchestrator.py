@@ -706,11 +706,13 @@ class Fleet:
 
     async def _llm_plan_round(self, planner) -> None:
         from core.planner.llm_planner import fleet_state
+        from core.store.model import device_word
 
         usage = self._usage()
         state = fleet_state(self.store.problems(), self.store.agents(), self.store.totals(),
                             elapsed_s=time.time() - self._started, gpu_busy=usage.busy_fraction() if usage else None,
-                            planner=self.config.planner, budgets=self.config.budgets)
+                            planner=self.config.planner, budgets=self.config.budgets,
+                            device_word=device_word(self.device))
         answer = await planner.propose(state, reserve=lambda tokens, dollars: self.budgets.model_call(
             None, tokens, dollars), record=lambda call: self.store.add_llm_call(
                 None, None, call, profile=self.config.planner.llm_profile, model=planner.cfg.model),

@@ -91,10 +91,12 @@ class FleetState:
     rules: str  # how the rules planner uses what the model sets
     problems: tuple[ProblemFigures, ...]
     agents: tuple[AgentFigures, ...]
+    device_word: str = "GPU"  # what the run's devices are (core.store.model.device_word): "CPU" on a CPU run
 
 
 def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], totals: Mapping[str, float], *,
-                elapsed_s: float, gpu_busy: float | None, planner: PlannerConfig, budgets: BudgetConfig) -> FleetState:
+                elapsed_s: float, gpu_busy: float | None, planner: PlannerConfig, budgets: BudgetConfig,
+                device_word: str = "GPU") -> FleetState:
     """The fleet's figures from store rows (pure)."""
     problems, agents = list(problems), list(agents)
     keys = {p.id: p.key for p in problems}
@@ -129,7 +131,7 @@ def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], tota
                           for a in agents)
     return FleetState(elapsed_s, int(totals.get("attempts", 0)), int(totals.get("tokens", 0)),
                       float(totals.get("dollars", 0.0)), float(totals.get("gpu_seconds", 0.0)), gpu_busy,
-                      tuple(limits), rules, figures, agent_figures)
+                      tuple(limits), rules, figures, agent_figures, device_word)
 
 
 def frontier_text(p: ProblemRow) -> str:
@@ -154,8 +156,9 @@ def _shown_order(p: ProblemFigures) -> tuple:
 
 def state_text(state: FleetState) -> str:
     """The fleet's figures as a bounded text (at most MAX_STATE_CHARS)."""
-    busy = f", GPU busy {state.gpu_busy:.0%}" if state.gpu_busy is not None else ""
-    lines = [f"Run: {state.elapsed_s:.0f} s, {state.attempts} attempts, {state.gpu_seconds:.1f} GPU-seconds in "
+    word = state.device_word
+    busy = f", {word} busy {state.gpu_busy:.0%}" if state.gpu_busy is not None else ""
+    lines = [f"Run: {state.elapsed_s:.0f} s, {state.attempts} attempts, {state.gpu_seconds:.1f} {word}-seconds in "
              f"attempts, {state.tokens} tokens, ${state.dollars:.2f}{busy}",
              "Budgets: " + ("; ".join(state.budgets) if state.budgets else "none set"),
              "Rules: " + state.rules, ""]
@@ -166,7 +169,7 @@ def state_text(state: FleetState) -> str:
     if len(state.agents) > len(agents):
         lines.append(f"... and {len(state.agents) - len(agents)} more agents")
     lines += ["", "Problems (key | status | priority | pinned | best speedup | best SOL | attempts | attempts since "
-                  "a gain | failures in a row | agents | GPU s | tokens | $ | frontier):"]
+                  f"a gain | failures in a row | agents | {word} s | tokens | $ | frontier):"]
     shown = sorted(state.problems, key=_shown_order)[:MAX_PROBLEMS_SHOWN]
     for p in shown:
         lines.append(_clip(" | ".join([
@@ -186,13 +189,13 @@ def state_text(state: FleetState) -> str:
     return text if len(text) <= MAX_STATE_CHARS else text[:MAX_STATE_CHARS] + "\n... (cut)"
 
 
-def system_prompt(max_actions: int) -> str:
+def system_prompt(max_actions: int, device_word: str = "GPU") -> str:
     commands = "\n".join(f"- {name}: target a {target}" + (f", value an integer from -{MAX_PRIORITY} to "
                                                            f"{MAX_PRIORITY}" if valued else "")
                          for name, (target, valued) in PLANNER_COMMANDS.items())
-    return (f"{MARKER}: agents (LLMs and tuners) optimise GPU kernels, one problem each at a time. You read the "
-            "fleet's figures and propose changes that put the agents' time where it gains the most speed-of-light "
-            "(SOL) per GPU-second: raise the priority of problems with room left and recent gains, lower or pause "
+    return (f"{MARKER}: agents (LLMs and tuners) optimise {device_word} kernels, one problem each at a time. You "
+            "read the fleet's figures and propose changes that put the agents' time where it gains the most "
+            f"speed-of-light (SOL) per {device_word}-second: raise the priority of problems with room left and recent gains, lower or pause "
             "those that stall, pin a problem that deserves agents now, unpin it later. You do not move agents "
             "yourself: the rules give agents to problems by priority and pins every few seconds.\n\n"
             f"Commands:\n{commands}\n\n"
@@ -204,7 +207,7 @@ def system_prompt(max_actions: int) -> str:
 
 
 def planner_messages(state: FleetState, max_actions: int) -> list[dict[str, Any]]:
-    return [{"role": "system", "content": system_prompt(max_actions)},
+    return [{"role": "system", "content": system_prompt(max_actions, state.device_word)},
             {"role": "user", "content": state_text(state) + "\n\nWhat should change now?"}]
 
 

@@ -41,6 +41,15 @@ def _state(problems, agents, **kw):
                        elapsed_s=600.0, gpu_busy=0.75, planner=Cfg(), budgets=kw.pop("budgets", Budgets()), **kw)
 
 
+def test_the_prompt_of_a_cpu_run_speaks_of_cpu_seconds_not_gpu_seconds():
+    state = _state([problem(1, key="norm/rmsnorm", status="active")], [agent(1, 1)], device_word="CPU")
+    system, user = planner_messages(state, max_actions=3)
+    assert "per CPU-second" in system["content"] and "optimise CPU kernels" in system["content"]
+    assert "42.0 CPU-seconds in attempts" in user["content"] and "CPU busy 75%" in user["content"]
+    assert "| CPU s |" in user["content"]
+    assert "GPU" not in system["content"] + user["content"]
+
+
 def test_prompt_carries_each_problems_figures_agents_and_spend():
     rows = [replace(problem(1, key="norm/rmsnorm", priority=2, attempts=14, since_improvement=5, failures_in_row=1,
                             status="active", tokens=9000, dollars=0.25), best_speedup=1.87, best_sol=0.41),

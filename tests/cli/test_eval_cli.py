@@ -1,7 +1,6 @@
 """`kernelfleet eval` as a user runs it: real subprocesses of `python -m cli.main eval ...`, their output and exit
 status. CPU only (the GPU test is marked); every run uses a private cache folder and a short timing policy."""
 
-import importlib.util
 import json
 import os
 import re
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from upstream_sources import upstream_available, upstream_module
 
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
@@ -163,7 +163,6 @@ def test_wrong_solution_json_has_correctness_but_no_performance(cache_dir, tmp_p
 
 # ---------------------------------------------------------------- traces upstream accepts, one per workload
 
-SOL_EXECBENCH = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench"))
 UPSTREAM_STATUSES = {"PASSED", "INVALID_REFERENCE", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE",
                      "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT", "REWARD_HACK"}
 
@@ -171,14 +170,7 @@ UPSTREAM_STATUSES = {"PASSED", "INVALID_REFERENCE", "INCORRECT_SHAPE", "INCORREC
 def upstream_trace_model():
     """NVIDIA's pydantic ``Trace``, or None where SOL-ExecBench or pydantic is absent (the checks of shape below
     still run)."""
-    src = SOL_EXECBENCH / "upstream" / "src"
-    if importlib.util.find_spec("pydantic") is None or not (src / "sol_execbench" / "core" / "data").is_dir():
-        return None
-    if str(src) not in sys.path:
-        sys.path.insert(0, str(src))
-    from sol_execbench.core.data.trace import Trace
-
-    return Trace
+    return upstream_module("sol_execbench.core.data.trace").Trace if upstream_available() else None
 
 
 def check_upstream_traces(lines: list[str], uuids: list[str]) -> list[dict]:

@@ -1,12 +1,9 @@
 """Honest solutions pass; wrong ones get the status that says why, with the worst error statistics; the rules are
 SOL-ExecBench's (checked against its own ``compute_error_stats`` where the package is present)."""
 
-import importlib
-import os
-import sys
-from pathlib import Path
 
 import pytest
+from upstream_sources import upstream_module
 import torch
 from evaluate_support import HONEST_DPS, HONEST_RETURNING, python_solution
 
@@ -172,20 +169,10 @@ def run(new_rows, cache, position):
 
 # ---------------------------------------------------------------- upstream's rules, one comparison at a time
 
-ROOT = Path(__file__).resolve().parents[2]
-SOL_EXECBENCH = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench"))
 NAN, INF = float("nan"), float("inf")
 
 
-def upstream(module: str):
-    """A module of NVIDIA's SOL-ExecBench package, or a clean skip where it (or pydantic) is absent."""
-    src = SOL_EXECBENCH / "upstream" / "src"
-    if not (src / "sol_execbench").is_dir():
-        pytest.skip(f"SOL-ExecBench is not at {src}")
-    pytest.importorskip("pydantic")
-    if str(src) not in sys.path:
-        sys.path.insert(0, str(src))
-    return importlib.import_module(module)
+upstream = upstream_module  # the name the comparisons below use
 
 
 def compare(out, ref, **tolerance):

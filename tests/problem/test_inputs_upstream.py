@@ -3,35 +3,22 @@ package is present) the same name predicates and the same distributions as upstr
 
 import json
 import math
-import os
-import sys
-from pathlib import Path
 
 import pytest
+from upstream_sources import upstream_module
 import torch
 
 from core.problem import input_rules, load_problem
 from core.problem.input_rules import e2m1_codes, generate, rule_for
 from core.problem.inputs import make_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
-SOL_EXECBENCH = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench"))
-UPSTREAM_SRC = SOL_EXECBENCH / "upstream" / "src"
 CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
 def upstream():
-    if not (UPSTREAM_SRC / "sol_execbench").is_dir():
-        pytest.skip(f"upstream SOL-ExecBench not found at {UPSTREAM_SRC}")
-    pytest.importorskip("pydantic")
-    sys.path.insert(0, str(UPSTREAM_SRC))
-    try:
-        from sol_execbench.core.bench import io
-        from sol_execbench.core.data import Definition, Workload
-    finally:
-        sys.path.remove(str(UPSTREAM_SRC))
-    return io, Definition, Workload
+    data = upstream_module("sol_execbench.core.data")
+    return upstream_module("sol_execbench.core.bench.io"), data.Definition, data.Workload
 
 
 def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from upstream_sources import upstream_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = Path(__file__).parent / "kernelbench_samples"
-UPSTREAM_SRC = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench")) \
-    / "upstream" / "src"
 
 
 def kernelfleet(*args, timeout=600):
@@ -118,15 +117,8 @@ def test_written_problems_load_with_kernelfleet_and_upstream(imported):
         ("level2", "012_conv2d_groupnorm_tanh"), ("level2", "040_gemm_bias_softmax_sum")]
     assert all(p.warnings == () and len(p.workloads) == 1 and p.workloads[0].runnable for p in report.problems)
 
-    if not (UPSTREAM_SRC / "sol_execbench").is_dir():
-        pytest.skip("upstream SOL-ExecBench sources not beside this checkout")
-    pytest.importorskip("pydantic")
-    sys.path.insert(0, str(UPSTREAM_SRC))
-    try:
-        from sol_execbench.core.data.definition import Definition
-        from sol_execbench.core.data.workload import Workload
-    finally:
-        sys.path.remove(str(UPSTREAM_SRC))
+    Definition = upstream_module("sol_execbench.core.data.definition").Definition
+    Workload = upstream_module("sol_execbench.core.data.workload").Workload
     for problem in report.problems:
         Definition(**definition(problem.path))
         for line in workloads(problem.path):

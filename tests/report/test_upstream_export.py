@@ -14,6 +14,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from upstream_sources import upstream_module
 
 from cli.main import main
 from core.fleet.composite import compose
@@ -30,8 +31,6 @@ from core.store.model import FrontierMember
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
 SOFTMAX = ROOT / "problems" / "attention" / "002_scaled_causal_softmax_gpt2"
-UPSTREAM_SRC = Path(os.environ.get("KERNELFLEET_SOL_EXECBENCH", ROOT.parent / "shared" / "sol-execbench")) \
-    / "upstream" / "src"
 
 _KERNELFLEET_IMPORT = re.compile(r"^\s*(from|import)\s+(kernelfleet_tunables|core\.|core\b|cupy)", re.M)
 TUNED_PYTORCH = '''"""pytorch rmsnorm with tunables."""
@@ -119,14 +118,7 @@ def _hosted(header: str, path: str) -> str:
 
 
 def test_every_export_validates_with_upstreams_pydantic_model(exported):
-    if not (UPSTREAM_SRC / "sol_execbench").is_dir():
-        pytest.skip("upstream's SOL-ExecBench sources are not beside this checkout")
-    pytest.importorskip("pydantic")
-    sys.path.insert(0, str(UPSTREAM_SRC))
-    try:
-        from sol_execbench.core.data.solution import Solution as UpstreamSolution
-    finally:
-        sys.path.remove(str(UPSTREAM_SRC))
+    UpstreamSolution = upstream_module("sol_execbench.core.data.solution").Solution
     assert len(exported) == 5
     for key, done in exported.items():
         data = json.loads(done.path.read_text())

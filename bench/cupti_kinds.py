@@ -11,7 +11,9 @@ did 94. Each mode runs in a fresh process (CUPTI leaves a process slower after i
   calls' records in correlation-id order, for torch kernels (runtime API), a cupy RawKernel (driver API), a kernel
   on a second stream and a device-to-device copy.
 
-    PYTHONPATH=/tmp/site:$PWD python3 bench/cupti_kinds.py     (a GPU machine with cupti-python and cupy)
+    PYTHONPATH=/tmp/site:$PWD python3 bench/cupti_kinds.py [--cycle | --flush]   (a GPU machine with cupti-python
+                                                                                and cupy)
+--cycle: enabling, flushing, disabling three times in one process; --flush: one flush's cost against its records.
 """
 
 from __future__ import annotations
@@ -122,6 +124,33 @@ def cycle() -> dict:
     return result
 
 
+def flush_cost() -> dict:
+    """What one activity_flush_all costs against how many records it hands over (GPU kinds only)."""
+    import torch
+    from cupti import cupti
+
+    x = torch.randn(1024, device="cuda")
+    kinds = _kinds(cupti, "gpu")
+    handed = [0]
+    cupti.activity_register_callbacks(lambda: (8 << 20, 0), lambda activities: handed.__setitem__(0, len(activities)
+                                                                                                 + handed[0]))
+    for kind in kinds:
+        cupti.activity_enable(kind)
+    result = {}
+    for launches in (0, 10, 100, 1000, 10000, 0):
+        for _ in range(launches):
+            x.add_(1e-4)
+        torch.cuda.synchronize()
+        handed[0] = 0
+        began = time.perf_counter()
+        cupti.activity_flush_all(0)
+        result[f"{launches} launches"] = {"ms": round((time.perf_counter() - began) * 1e3, 2), "records": handed[0]}
+    for kind in kinds:
+        cupti.activity_disable(kind)
+    cupti.finalize()
+    return result
+
+
 def markers() -> dict:
     import cupy
     import torch
@@ -192,10 +221,11 @@ def markers() -> dict:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--mode"]:
-        print(json.dumps({"markers": markers, "cycle": cycle}.get(argv[1], lambda: cost(argv[1]))()))
+        print(json.dumps({"markers": markers, "cycle": cycle, "flush": flush_cost}.get(argv[1],
+                                                                                     lambda: cost(argv[1]))()))
         return 0
-    if argv[:1] == ["--cycle"]:
-        done = subprocess.run([sys.executable, __file__, "--mode", "cycle"], capture_output=True, text=True)
+    if argv[:1] in (["--cycle"], ["--flush"]):  # one mode alone, in a fresh process
+        done = subprocess.run([sys.executable, __file__, "--mode", argv[0][2:]], capture_output=True, text=True)
         print(done.stdout.strip() or done.stderr[-1500:])
         return 0
     rows = {}

@@ -25,7 +25,7 @@ case $part in
   tests)
     solx  # cupti-python among them: candidates are timed by their CUPTI kernel span, as upstream times them
     timeout "${LIMIT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/evaluate tests/cli tests/solution \
-      tests/problem tests/roofline 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
+      tests/problem tests/roofline tests/seeds 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
   refs)
     [ $# -gt 0 ] || set -- "$KERNELFLEET_SOL_EXECBENCH/benchmark"
     timeout "${LIMIT:-500}" python3 bench/seed_report.py "$@" --candidate reference \

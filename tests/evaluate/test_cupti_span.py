@@ -670,3 +670,10 @@ def test_a_call_that_launches_a_fake_marker_is_timed_by_its_events(cuda):
     result = timing.time_cuda(hiding, lambda _i: None, cuda, POLICY)
     assert result.method.startswith(EVENTS_METHOD), result
     assert result.median_ms > 0.02, result  # 20 passes over 4 MiB: the work is in the time
+
+
+def test_the_protocol_names_the_markers_the_tracer_launches():
+    """Candidates are told which memsets would cost them their spans: the protocol must name the real ones."""
+    protocol = " ".join((Path(__file__).resolve().parents[2] / "protocol.md").read_text().split())
+    for nbytes, value in (OPEN_MARK, CLOSE_MARK):
+        assert f"{nbytes:,} bytes of 0x{value:02X}" in protocol, (nbytes, value)

@@ -195,9 +195,10 @@ def system_prompt(max_actions: int, device_word: str = "GPU") -> str:
                          for name, (target, valued) in PLANNER_COMMANDS.items())
     return (f"{MARKER}: agents (LLMs and tuners) optimise {device_word} kernels, one problem each at a time. You "
             "read the fleet's figures and propose changes that put the agents' time where it gains the most "
-            f"speed-of-light (SOL) per {device_word}-second: raise the priority of problems with room left and recent gains, lower or pause "
-            "those that stall, pin a problem that deserves agents now, unpin it later. You do not move agents "
-            "yourself: the rules give agents to problems by priority and pins every few seconds.\n\n"
+            f"speed-of-light (SOL) per {device_word}-second: raise the priority of problems with room left and "
+            "recent gains, lower or pause those that stall, pin a problem that deserves agents now, unpin it later. "
+            "You do not move agents yourself: the rules give agents to problems by priority and pins every few "
+            "seconds.\n\n"
             f"Commands:\n{commands}\n\n"
             "Answer with JSON only: {\"actions\": [{\"command\": ..., \"target\": ..., \"value\": ..., "
             "\"reason\": ...}]} where target is a problem key or an agent name exactly as listed, value only for "

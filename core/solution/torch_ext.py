@@ -161,7 +161,9 @@ async def build_extension(
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
         inputs = build_inputs(solution)
-        compiled = sorted(p for p in inputs if PurePosixPath(p).suffix in CPP_COMPILED_SUFFIXES)
+        # Upstream's build compiles the top-level C/C++ files only; one in a folder is compiled where one of
+        # them includes it (an exported composite's members), never on its own as well.
+        compiled = sorted(p for p in inputs if PurePosixPath(p).suffix in CPP_COMPILED_SUFFIXES and "/" not in p)
         opts = solution.spec.compile_options
         define_flags = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
         cutlass = cutlass_flags(inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.evaluate import timing
 from core.evaluate.timing import TimingPolicy, left_unseen_work, time_cuda
 
 POLICY = TimingPolicy(warmup_calls=2, min_calls=20, max_calls=40, target_seconds=0.02)
@@ -21,6 +22,31 @@ CYCLES_PER_MS = 1_980_000  # the H200's boost clock; the tests need lengths only
 ])
 def test_a_wait_counts_as_unseen_work_beyond_an_idle_wait_and_a_share_of_the_call(lags_us, call_ms, unseen):
     assert left_unseen_work([lag * 1e-6 for lag in lags_us], call_ms * 1e-3) is unseen
+
+
+@pytest.mark.parametrize("passes, unseen_ms, passes_run", [
+    ([[20, 25, 22]], None, 1),  # nothing left behind: one pass
+    ([[400, 380, 390], [22, 25, 20]], None, 2),  # a host slowed down for one pass
+    ([[400, 380, 390], [410, 395, 405]], 1.405, 2),  # left behind in both: the second pass's times
+])
+def test_work_on_other_streams_counts_only_when_a_second_pass_finds_it_too(monkeypatch, passes, unseen_ms,
+                                                                           passes_run):
+    scripted = iter(passes)
+    run = []
+
+    def synchronised_calls(*_args):
+        run.append(1)
+        lags_us = next(scripted)
+        return [lag * 1e-6 for lag in lags_us], [1.0 + lag / 1e3 for lag in lags_us]
+
+    monkeypatch.setattr(timing, "_synchronised_calls", synchronised_calls)
+    found = timing._device_wide_check(None, None, None, POLICY, None, call_s=1e-3)
+    assert len(run) == passes_run
+    if unseen_ms is None:
+        assert found is None
+    else:
+        assert found.median_ms == pytest.approx(unseen_ms) and found.calls == 3
+        assert "device-wide synchronisation" in found.method
 
 
 @pytest.fixture

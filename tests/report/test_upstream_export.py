@@ -276,6 +276,21 @@ try:
     module.run(x, torch.ones(64, dtype=torch.bfloat16), 1e-6, torch.empty_like(x))
 except ValueError as exc:
     print("launch refused:", exc)
+# The launch API itself: the extension packs a CUDA tensor's pointer and numpy scalars, then launches (which fails
+# here, without a GPU), and refuses what has no C type.
+import numpy as np
+api = next(m for n, m in sys.modules.items() if n.startswith("_kf_launch_"))
+class OnTheGpu:
+    is_cuda = True
+    def data_ptr(self):
+        return 1 << 40
+kernel = api.Kernel("rmsnorm_bf16", sys.argv[2])
+for args, grid in (((OnTheGpu(), np.int32(3), np.float32(0.5), np.int64(7)), (2, 1)), ((OnTheGpu(), 3), (1,)),
+                   ((OnTheGpu(), object()), (1,)), ((np.int32(1),), (1, 1, 1, 1))):
+    try:
+        api.launch(kernel, grid, (32,), args, stream=type("S", (), {"cuda_stream": 0})())
+    except Exception as exc:
+        print(type(exc).__name__, exc)
 '''
 
 
@@ -293,3 +308,9 @@ def test_the_composite_extension_compiles_links_and_hosts_its_launcher(exported,
     assert lines[1:3] == ["kernel kf1_rmsnorm_bf16 True", "kernel kf2_rmsnorm_bf16 True"]
     # The call went through the composite to a member's launcher and reached the launch with its arguments.
     assert lines[3] == "launch refused: argument 0: a CPU tensor cannot be passed to a CUDA kernel"
+    # Packed: the launch itself failed (no GPU here).
+    assert lines[4].startswith("RuntimeError launching kernel 'rmsnorm_bf16' failed: "), lines[4]
+    assert lines[5] == ("TypeError argument 1: int 3 has no C type; pass numpy.int32(...), numpy.int64(...), "
+                        "numpy.float32(...) or similar"), lines[5]
+    assert lines[6] == "TypeError argument 1: cannot pass a object to a kernel", lines[6]
+    assert lines[7] == "ValueError expected one to three dimensions, got (1, 1, 1, 1)", lines[7]

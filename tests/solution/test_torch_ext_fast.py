@@ -170,6 +170,21 @@ def test_build_imports_and_reuses_an_unchanged_unit(tmp_path):
     assert again.cache_hit and again.library == first.library
 
 
+@needs_cpp_toolchain
+def test_only_top_level_units_are_compiled_as_upstream_builds_them(tmp_path):
+    # math.cpp in a folder, included by a top-level unit: compiled once, through it (on its own too, its symbol
+    # would be defined twice and the link fail).
+    solution = make_solution(
+        {"binding.cpp": BINDING_CPP, "unit.cpp": '#include "members/math.cpp"\n', "members/math.cpp": MATH_CPP,
+         "scale.h": SCALE_H},
+        languages=["cuda_cpp"], entry="binding.cpp::run", binding="torch", dps=False,
+    )
+    built = build(tmp_path, solution)
+    assert built.ok, built.errors
+    assert sorted(built.compiled) == ["binding.cpp", "unit.cpp"]
+    assert load(built).run(1.5) == 15.0  # SCALE defaults to 1 without tunables
+
+
 @pytest.mark.slow
 @needs_cpp_toolchain
 def test_a_changed_local_header_invalidates_every_unit(tmp_path):

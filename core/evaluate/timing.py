@@ -429,13 +429,16 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
     """The calls timed to the end of a device-wide synchronisation when they leave work on other streams, or None
     when they do not: a pass of ``_synchronised_calls`` that finds such work is repeated, and only work found by
     both counts (a host slowed down for a moment, by builds on every core, lengthens one pass's waits)."""
+    waits_us = []
     for _ in range(UNSEEN_WORK_PASSES):
         lags, device_times = _synchronised_calls(call, prepare, device, policy, flush)
         if not left_unseen_work(lags, call_s):
             return None
+        waits_us.append(f"{statistics.median(lags) * 1e6:.0f}")
     device_median, device_spread = quantiles(device_times)
     return Timing(device_median, device_spread, len(device_times),
-                  "cuda events around a device-wide synchronisation, no lead (work seen outside the current stream)")
+                  "cuda events around a device-wide synchronisation, no lead (work seen outside the current stream: "
+                  f"its median wait beyond an idle one was {' and '.join(waits_us)} us in {len(waits_us)} passes)")
 
 
 def _synchronised_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,

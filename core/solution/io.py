@@ -41,6 +41,7 @@ from core.solution.schema import (
     Language,
     Solution,
     SourceFile,
+    built_by_upstream,
 )
 from core.solution.tunables import TUNABLES_FILE, validate_solution_tunables
 
@@ -195,7 +196,7 @@ def upstream_deviations(solution: Solution) -> list[str]:
         top_level = [s.content for s in solution.sources if len(PurePosixPath(s.path).parts) == 1]
         for i, src in enumerate(solution.sources):
             pure = PurePosixPath(src.path)
-            if pure.suffix in CPP_COMPILED_SUFFIXES and len(pure.parts) > 1 \
+            if pure.suffix in CPP_COMPILED_SUFFIXES and not built_by_upstream(src.path) \
                     and not any(f'#include "{src.path}"' in text for text in top_level):
                 out.append(f"sources[{i}]: '{src.path}' is not compiled by upstream (its build compiles only the "
                            "top-level C/C++ files, and none includes it)")

@@ -54,6 +54,13 @@ CPP_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
 # Suffixes torch.utils.cpp_extension compiles (headers are only included).
 CPP_COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
+
+def built_by_upstream(path: str) -> bool:
+    """Whether upstream's build compiles this source file as a unit of its own: a C/C++/CUDA file at the top level
+    (one in a folder is compiled only where a top-level file includes it)."""
+    pure = PurePosixPath(path)
+    return pure.suffix in CPP_COMPILED_SUFFIXES and len(pure.parts) == 1
+
 # Upstream's defaults for a ``compile_options`` object whose lists are left out.
 DEFAULT_CFLAGS: tuple[str, ...] = ()
 DEFAULT_CUDA_CFLAGS: tuple[str, ...] = ("-O3", "--use_fast_math")

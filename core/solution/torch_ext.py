@@ -38,7 +38,7 @@ from core.build.cutlass import cutlass_flags
 from core.build.process import run_in_process_group
 from core.cache import cache_root
 from core.solution.diagnostics import summarize_build_log
-from core.solution.schema import CPP_COMPILED_SUFFIXES, Solution
+from core.solution.schema import Solution, built_by_upstream
 from core.solution.torch_ext_build import BUILD_SUMMARY
 from core.solution.torch_ext_objects import OBJECTS_SUBDIR
 from core.solution.torch_ext_pch import PCH_SUBDIR
@@ -161,9 +161,9 @@ async def build_extension(
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
         inputs = build_inputs(solution)
-        # Upstream's build compiles the top-level C/C++ files only; one in a folder is compiled where one of
-        # them includes it (an exported composite's members), never on its own as well.
-        compiled = sorted(p for p in inputs if PurePosixPath(p).suffix in CPP_COMPILED_SUFFIXES and "/" not in p)
+        # As upstream's build: a file in a folder (an exported composite's member) is compiled through the
+        # top-level unit that includes it, never on its own as well.
+        compiled = sorted(p for p in inputs if built_by_upstream(p))
         opts = solution.spec.compile_options
         define_flags = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
         cutlass = cutlass_flags(inputs)

@@ -395,6 +395,9 @@ class SimulatedGpu:
             def synchronize(self):
                 pass
 
+            def query(self):
+                return True
+
         monkeypatch.setattr(torch.cuda, "Event", Event)
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
         monkeypatch.setattr(torch.cuda, "_sleep", self.sleep)

@@ -3,6 +3,8 @@ synchronisation after one long honest kernel is not taken for it."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from core.evaluate import timing
@@ -48,6 +50,34 @@ def test_work_on_other_streams_counts_only_when_a_second_pass_finds_it_too(monke
         assert found.median_ms == pytest.approx(unseen_ms) and found.calls == 3
         assert found.method.endswith("current stream: its median wait beyond an idle one was 390 and 405 us in 2 "
                                      "passes)"), found.method
+
+
+class _ScriptedEnd:
+    """An end event for ``_await_rested``: complete from ``done_at`` (time.perf_counter) on."""
+
+    def __init__(self, done_at: float):
+        self.done_at, self.synchronized = done_at, False
+
+    def query(self) -> bool:
+        return time.perf_counter() >= self.done_at
+
+    def synchronize(self) -> None:
+        while not self.query():
+            pass
+        self.synchronized = True
+
+
+@pytest.mark.parametrize("done_in_s, wake_in_s, seen_in_time", [
+    (0.030, 0.010, True),  # asleep for the first 10 ms, then spinning on the end
+    (0.010, 0.030, False),  # complete while asleep: its completion was seen late
+    (0.010, -0.001, True),  # a wake already past: spinning throughout
+])
+def test_a_rested_wait_sleeps_to_its_wake_and_says_when_the_end_came_before_it(done_in_s, wake_in_s, seen_in_time):
+    now = time.perf_counter()
+    end = _ScriptedEnd(now + done_in_s)
+    assert timing._await_rested(end, now + wake_in_s) is seen_in_time
+    assert end.synchronized is seen_in_time
+    assert time.perf_counter() - now >= (done_in_s if seen_in_time else wake_in_s)
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
-"""The device-wide check of core.evaluate.timing (work left on other streams) on an honest one-stream gemm, with the
-host idle and with every core busy (once and twice over), waiting for each call spinning (as before session 17) and
-mostly asleep (``_await_rested``). Late in fleet runs the check fired on 19 of 470 honest workloads (4 of 404 with
-the second pass); this shows whether a busy host makes it fire, and whether the thread was preempted then: the time
-it spent runnable but off the CPU (``run_delay`` of /proc/thread-self/schedstat) during the synchronisations.
+"""The device-wide check of core.evaluate.timing (work left on other streams) on honest one-stream gemms, with the
+host idle and with every core busy (once and twice over), before and after the check synchronised the current stream
+ahead of the timed device-wide synchronisation. Late in fleet runs the check fired on 19 of 470 honest workloads (4 of
+404 with a second pass), all gemms of 0.5-7.5 ms: the first synchronisation after a long kernel is slower by itself.
 
-    PYTHONPATH=$PWD python3 bench/unseen_work_load.py [--passes 10] [--size 8192]
+    PYTHONPATH=$PWD python3 bench/unseen_work_load.py [--passes 10] [--sizes 4096,8192,16384]
 
-(on a GPU machine). Prints a table: per condition and wait, the passes that found work, their median and worst
-waits, and the run delay of a call's synchronisations (the flush's, the timed one, the idle one).
+(on a GPU machine). "before" is the same pass with the stream's synchronisation made a no-op. Prints a table: per
+host, gemm and method, the passes that found work, their median and worst waits beyond an idle synchronisation, the
+threshold, and what the stream's synchronisation took a call.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import time
 
 
 def _burn(stop) -> None:
@@ -26,15 +27,10 @@ def _burn(stop) -> None:
             x ^= i * i
 
 
-def _run_delay_ns() -> int:
-    with open("/proc/thread-self/schedstat") as f:
-        return int(f.read().split()[1])
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passes", type=int, default=10)
-    parser.add_argument("--size", type=int, default=8192, help="n of the n x n x n bf16 gemm timed (8192: about 2 ms)")
+    parser.add_argument("--sizes", default="4096,8192,16384", help="n of the n x n x n bf16 gemms timed")
     args = parser.parse_args(argv)
 
     import torch
@@ -43,51 +39,58 @@ def main(argv: list[str]) -> int:
     from core.evaluate.timing_policy import TimingPolicy
 
     device = torch.device("cuda")
-    a = torch.randn(args.size, args.size, device=device, dtype=torch.bfloat16)
-    b = torch.randn(args.size, args.size, device=device, dtype=torch.bfloat16)
-    out = torch.empty_like(a)
     policy = TimingPolicy()
     flush = timing.L2Flush(device)
+    gemms = []
+    for n in map(int, args.sizes.split(",")):
+        a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+        b, out = torch.randn_like(a), torch.empty_like(a)
 
-    def call(_i: int) -> None:
-        torch.mm(a, b, out=out)
+        def call(_i: int, a=a, b=b, out=out) -> None:
+            torch.mm(a, b, out=out)
 
-    call_s = timing.time_cuda(call, lambda _i: None, device, policy).median_ms / 1e3
-    print(f"gemm {args.size}^3 bf16: {call_s * 1e3:.3f} ms a call; threshold "
-          f"{(timing.UNSEEN_WORK_S + timing.UNSEEN_WORK_SHARE * call_s) * 1e6:.0f} us; {os.cpu_count()} cores")
+        gemms.append((n, call, timing.time_cuda(call, lambda _i: None, device, policy).median_ms / 1e3))
 
-    delays_us: list[float] = []
-    synchronize = torch.cuda.synchronize
+    synchronize = torch.cuda.Stream.synchronize
+    stream_sync_us: list[float] = []
 
-    def observed_synchronize(*sync_args) -> None:
-        before = _run_delay_ns()
-        synchronize(*sync_args)
-        delays_us.append((_run_delay_ns() - before) / 1e3)
+    def timed_synchronize(self) -> None:
+        began = time.perf_counter()
+        synchronize(self)
+        stream_sync_us.append((time.perf_counter() - began) * 1e6)
 
-    timing.torch.cuda.synchronize = observed_synchronize
     cores = os.cpu_count() or 1
-    print("| host | wait | passes finding work | median wait (us) | worst wait (us) | run delay a call (us) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, burners in (("idle", 0), (f"{cores} busy", cores), (f"{2 * cores} busy", 2 * cores)):
+    print(f"{cores} cores; {policy.device_check_calls} calls a pass, {args.passes} passes")
+    print("| host | gemm | method | passes finding work | median wait (us) | worst wait (us) | threshold (us) | "
+          "stream sync a call (us) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for host, burners in (("idle", 0), (f"{cores} busy", cores), (f"{2 * cores} busy", 2 * cores)):
         stop = multiprocessing.Event()
         workers = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(burners)]
         for w in workers:
             w.start()
         try:
-            for wait, rest_s in (("spinning", 0.0), ("rested", call_s)):
-                waits, found = [], 0
-                delays_us.clear()
-                for _ in range(args.passes):
-                    lags, _times = timing._synchronised_calls(call, lambda _i: None, device, policy, flush, rest_s)
-                    waits.append(statistics.median(lags) * 1e6)
-                    found += timing.left_unseen_work(lags, call_s)
-                print(f"| {name} | {wait} | {found}/{args.passes} | {statistics.median(waits):.0f} | "
-                      f"{max(waits):.0f} | {sum(delays_us) / (args.passes * policy.device_check_calls):.0f} |", flush=True)
+            for n, call, call_s in gemms:
+                for method, stream_sync in (("before", lambda self: None), ("now", timed_synchronize)):
+                    torch.cuda.Stream.synchronize = stream_sync
+                    stream_sync_us.clear()
+                    waits, found = [], 0
+                    try:
+                        for _ in range(args.passes):
+                            lags, _times = timing._synchronised_calls(call, lambda _i: None, device, policy, flush)
+                            waits.append(statistics.median(lags) * 1e6)
+                            found += timing.left_unseen_work(lags, call_s)
+                    finally:
+                        torch.cuda.Stream.synchronize = synchronize
+                    threshold = (timing.UNSEEN_WORK_S + timing.UNSEEN_WORK_SHARE * call_s) * 1e6
+                    stream = f"{statistics.median(stream_sync_us):.0f}" if stream_sync_us else "-"
+                    print(f"| {host} | {n}^3, {call_s * 1e3:.2f} ms | {method} | {found}/{args.passes} | "
+                          f"{statistics.median(waits):.0f} | {max(waits):.0f} | {threshold:.0f} | {stream} |",
+                          flush=True)
         finally:
             stop.set()
             for w in workers:
                 w.join()
-    timing.torch.cuda.synchronize = synchronize
     return 0
 
 

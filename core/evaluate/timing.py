@@ -33,17 +33,12 @@ BATCH_CALLS = 100
 
 # A device-wide synchronisation waiting longer than one on the idle device (about 20 us on the H200 box) by more than
 # this, plus this share of the call's own time, waited for work. The share: after an honest call of one long kernel the
-# first synchronisation is itself slower, by about 17 us after 1 ms and 85-100 us after 16-64 ms on the H200.
+# first synchronisation is itself slower, by about 30 us after a 1.5 ms gemm on the H200 (a stream's synchronisation
+# before the timed one pays most of that), and by 10-20 us more for the synchronisation after it.
 UNSEEN_WORK_S = 30e-6
 UNSEEN_WORK_SHARE = 0.01
 # Passes of the device-wide check that must all find work left on other streams for a timing to count it.
 UNSEEN_WORK_PASSES = 2
-# While a call of the device-wide check runs, the host sleeps until this long (plus this share of the call) before the
-# call's expected end, then spins on its end event. A host thread that spun through a whole long call has used up its
-# time slice; on a host busy with builds it is then preempted during the synchronisation timed next, and that wait
-# looks like work left on other streams.
-REST_MARGIN_S = 200e-6
-REST_MARGIN_SHARE = 0.05
 
 # The lead ahead of a call covers this multiple of the host's launch time (measured per call), up to the cap: a call
 # that keeps the host longer (one that waits on the GPU itself) is timed with its host time in, and says so.
@@ -437,7 +432,7 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
     both counts (a host slowed down for a moment, by builds on every core, lengthens one pass's waits)."""
     waits_us = []
     for _ in range(UNSEEN_WORK_PASSES):
-        lags, device_times = _synchronised_calls(call, prepare, device, policy, flush, call_s)
+        lags, device_times = _synchronised_calls(call, prepare, device, policy, flush)
         if not left_unseen_work(lags, call_s):
             return None
         waits_us.append(f"{statistics.median(lags) * 1e6:.0f}")
@@ -448,31 +443,31 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
 
 
 def _synchronised_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
-                        policy: TimingPolicy, flush: L2Flush, call_s: float) -> tuple[list[float], list[float]]:
+                        policy: TimingPolicy, flush: L2Flush) -> tuple[list[float], list[float]]:
     """A shorter pass that shows work left on other streams: per call, the device-wide synchronisation's wait beyond
     an idle one's (s) and the time to its end (ms).
 
     Each call starts on an idle GPU (flush, then a device-wide synchronisation, no lead), so work the call puts on
     any stream begins after its start event. Once the current stream has finished the call, a device-wide
     synchronisation should return as fast as one on the idle device; time it waits beyond that is work left on other
-    streams, unseen by the current stream's events. The host waits for the call mostly asleep (``_await_rested``,
-    for calls of about ``call_s``; 0: spinning throughout). Then the calls are timed as in this pass, to the end of
-    the device-wide synchronisation, with the host's launch time in (conservative: honest kernels seldom need other
+    streams, unseen by the current stream's events. Then the calls are timed as in this pass, to the end of the
+    device-wide synchronisation, with the host's launch time in (conservative: honest kernels seldom need other
     streams)."""
     starts, ends, after = ([torch.cuda.Event(enable_timing=True) for _ in range(policy.device_check_calls)]
                            for _ in range(3))
     lags, device_times = [], []
+    stream = torch.cuda.current_stream(device)  # taken before any call: a call may leave another stream current
     for i in range(policy.device_check_calls):
-        for rest_s in (call_s, 0.0):
-            prepare(i)
-            flush()
-            torch.cuda.synchronize(device)
-            starts[i].record()
-            launched = time.perf_counter()
-            call(i)
-            ends[i].record()
-            if _await_rested(ends[i], launched + rest_s * (1 - REST_MARGIN_SHARE) - REST_MARGIN_S):
-                break
+        prepare(i)
+        flush()
+        torch.cuda.synchronize(device)
+        starts[i].record()
+        call(i)
+        ends[i].record()
+        ends[i].synchronize()
+        # The first synchronisation after a long kernel is slower by itself (after a 1.5 ms gemm, 30 us even for a
+        # stream already seen finished): this stream's pays that, blind to other streams, not the timed one.
+        stream.synchronize()
         began = time.perf_counter()
         torch.cuda.synchronize(device)
         lags.append(time.perf_counter() - began)
@@ -483,17 +478,6 @@ def _synchronised_calls(call: Callable[[int], None], prepare: Callable[[int], No
         lags[-1] -= time.perf_counter() - began
         device_times.append(starts[i].elapsed_time(after[i]))
     return lags, device_times
-
-
-def _await_rested(end: torch.cuda.Event, wake: float) -> bool:
-    """Wait for ``end``: asleep until ``wake`` (time.perf_counter), then spinning. False when ``end`` had already
-    completed on waking, so that its completion was seen late (the call is then made again, without the rest)."""
-    if (asleep_s := wake - time.perf_counter()) > 0:
-        time.sleep(asleep_s)
-        if end.query():
-            return False
-    end.synchronize()
-    return True
 
 
 def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],

@@ -395,11 +395,10 @@ class SimulatedGpu:
             def synchronize(self):
                 pass
 
-            def query(self):
-                return True
-
         monkeypatch.setattr(torch.cuda, "Event", Event)
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(
+            synchronize=lambda: None))
         monkeypatch.setattr(torch.cuda, "_sleep", self.sleep)
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(L2_cache_size=1024))
         monkeypatch.setattr(timing, "FLUSH_FLOOR_BYTES", 1024)

@@ -3,8 +3,6 @@ synchronisation after one long honest kernel is not taken for it."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from core.evaluate import timing
@@ -52,34 +50,6 @@ def test_work_on_other_streams_counts_only_when_a_second_pass_finds_it_too(monke
                                      "passes)"), found.method
 
 
-class _ScriptedEnd:
-    """An end event for ``_await_rested``: complete from ``done_at`` (time.perf_counter) on."""
-
-    def __init__(self, done_at: float):
-        self.done_at, self.synchronized = done_at, False
-
-    def query(self) -> bool:
-        return time.perf_counter() >= self.done_at
-
-    def synchronize(self) -> None:
-        while not self.query():
-            pass
-        self.synchronized = True
-
-
-@pytest.mark.parametrize("done_in_s, wake_in_s, seen_in_time", [
-    (0.030, 0.010, True),  # asleep for the first 10 ms, then spinning on the end
-    (0.010, 0.030, False),  # complete while asleep: its completion was seen late
-    (0.010, -0.001, True),  # a wake already past: spinning throughout
-])
-def test_a_rested_wait_sleeps_to_its_wake_and_says_when_the_end_came_before_it(done_in_s, wake_in_s, seen_in_time):
-    now = time.perf_counter()
-    end = _ScriptedEnd(now + done_in_s)
-    assert timing._await_rested(end, now + wake_in_s) is seen_in_time
-    assert end.synchronized is seen_in_time
-    assert time.perf_counter() - now >= (done_in_s if seen_in_time else wake_in_s)
-
-
 @pytest.fixture
 def cuda():
     import torch
@@ -111,3 +81,44 @@ def test_work_left_on_another_stream_after_a_long_kernel_is_caught(cuda):
     timing = time_cuda(call, lambda _i: None, cuda, POLICY)
     assert "device-wide synchronisation" in timing.method, timing
     assert timing.median_ms > 17.5, timing
+
+
+def _gemm(n):
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b, out = torch.randn_like(a), torch.empty_like(a)
+    return a, b, out
+
+
+@pytest.mark.gpu
+def test_an_honest_long_gemm_leaves_no_wait_beyond_the_threshold(cuda):
+    import torch
+
+    a, b, out = _gemm(8192)  # 1.5 ms: the first synchronisation after it is about 30 us slower by itself
+
+    def call(_i):
+        torch.mm(a, b, out=out)
+
+    call_s = time_cuda(call, lambda _i: None, cuda, POLICY).median_ms / 1e3
+    flush = timing.L2Flush(cuda)
+    for _ in range(3):
+        lags, _times = timing._synchronised_calls(call, lambda _i: None, cuda, POLICY, flush)
+        assert not left_unseen_work(lags, call_s), [round(lag * 1e6) for lag in lags]
+
+
+@pytest.mark.gpu
+def test_a_short_wait_left_on_another_stream_behind_a_long_gemm_is_caught(cuda):
+    import torch
+
+    a, b, out = _gemm(8192)
+    side = torch.cuda.Stream(cuda)
+
+    def call(_i):
+        torch.mm(a, b, out=out)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # 0.2 ms more, never joined back
+            torch.cuda._sleep(CYCLES_PER_MS // 5)
+
+    timing_ = time_cuda(call, lambda _i: None, cuda, POLICY)
+    assert "device-wide synchronisation" in timing_.method, timing_

@@ -1,13 +1,15 @@
 """The device-wide check of core.evaluate.timing (work left on other streams) on honest one-stream gemms, with the
 host idle and with every core busy (once and twice over), before and after the check synchronised the current stream
-ahead of the timed device-wide synchronisation. Late in fleet runs the check fired on 19 of 470 honest workloads (4 of
-404 with a second pass), all gemms of 0.5-7.5 ms: the first synchronisation after a long kernel is slower by itself.
+ahead of the timed device-wide synchronisation; then all of it again once CUPTI has traced kernel spans in the
+process (fleet runs time with spans, in candidate processes that live for many attempts). Late in fleet runs with
+spans the check fired on 19 of 470 honest workloads (5 of 459 with the stream's synchronisation), calls of 1-7.5 ms
+waiting 43-116 us beyond an idle synchronisation.
 
-    PYTHONPATH=$PWD python3 bench/unseen_work_load.py [--passes 10] [--sizes 4096,8192,16384]
+    PYTHONPATH=$PWD python3 bench/unseen_work_load.py [--passes 10] [--sizes 4096,8192,16384] [--no-cupti]
 
-(on a GPU machine). "before" is the same pass with the stream's synchronisation made a no-op. Prints a table: per
-host, gemm and method, the passes that found work, their median and worst waits beyond an idle synchronisation, the
-threshold, and what the stream's synchronisation took a call.
+(on a GPU machine; the CUPTI half needs cupti-python). "before" is the same pass with the stream's synchronisation
+made a no-op. Prints a table: per CUPTI state, host, gemm and method, the passes that found work, their median and
+worst waits beyond an idle synchronisation, the threshold, and what the stream's synchronisation took a call.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passes", type=int, default=10)
     parser.add_argument("--sizes", default="4096,8192,16384", help="n of the n x n x n bf16 gemms timed")
+    parser.add_argument("--no-cupti", action="store_true", help="leave out the half after CUPTI traced spans")
     args = parser.parse_args(argv)
 
     import torch
 
-    from core.evaluate import timing
+    from core.evaluate import cupti_span, timing
     from core.evaluate.timing_policy import TimingPolicy
 
     device = torch.device("cuda")
@@ -61,10 +64,15 @@ def main(argv: list[str]) -> int:
 
     cores = os.cpu_count() or 1
     print(f"{cores} cores; {policy.device_check_calls} calls a pass, {args.passes} passes")
-    print("| host | gemm | method | passes finding work | median wait (us) | worst wait (us) | threshold (us) | "
-          "stream sync a call (us) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for host, burners in (("idle", 0), (f"{cores} busy", cores), (f"{2 * cores} busy", 2 * cores)):
+    print("| CUPTI | host | gemm | method | passes finding work | median wait (us) | worst wait (us) | "
+          "threshold (us) | stream sync a call (us) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    states = ["not yet"] if args.no_cupti or cupti_span.unavailable() else ["not yet", "spans traced"]
+    hosts = (("idle", 0), (f"{cores} busy", cores), (f"{2 * cores} busy", 2 * cores))
+    for state, (host, burners) in ((state, host) for state in states for host in hosts):
+        if state == "spans traced" and burners == 0:  # once: CUPTI stays attached to the process
+            for _n, call, _call_s in gemms:
+                timing.time_cuda(call, lambda _i: None, device, TimingPolicy(kernel_spans=True))
         stop = multiprocessing.Event()
         workers = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(burners)]
         for w in workers:
@@ -84,7 +92,7 @@ def main(argv: list[str]) -> int:
                         torch.cuda.Stream.synchronize = synchronize
                     threshold = (timing.UNSEEN_WORK_S + timing.UNSEEN_WORK_SHARE * call_s) * 1e6
                     stream = f"{statistics.median(stream_sync_us):.0f}" if stream_sync_us else "-"
-                    print(f"| {host} | {n}^3, {call_s * 1e3:.2f} ms | {method} | {found}/{args.passes} | "
+                    print(f"| {state} | {host} | {n}^3, {call_s * 1e3:.2f} ms | {method} | {found}/{args.passes} | "
                           f"{statistics.median(waits):.0f} | {max(waits):.0f} | {threshold:.0f} | {stream} |",
                           flush=True)
         finally:

@@ -69,7 +69,18 @@ def live_processes_mentioning(text: str) -> list[tuple[int, list[str]]]:
 
 
 def nvcc_processes_mentioning(text: str) -> list[int]:
-    return [pid for pid, argv in live_processes_mentioning(text) if Path(argv[0]).name == "nvcc"]
+    """The nvcc processes mentioning ``text`` that were all alive at one moment: each one found by the scan of /proc
+    and still alive after it (a scan that saw one build's nvcc before it exited, and then the next one's, counts only
+    those that overlapped)."""
+    found = [pid for pid, argv in live_processes_mentioning(text) if Path(argv[0]).name == "nvcc"]
+    return [pid for pid in found if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def gate_header(directory: Path, name: str = "gate.h") -> Path:

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Export a run's best solutions with `kernelfleet export` and run NVIDIA's own SOL-ExecBench CLI on each, on a GPU.
 #
-#   bench/upstream_export_check.sh RUN_DIR [OUT]
+#   bench/upstream_export_check.sh RUN_DIR [OUT [PROBLEM...]]
 #
 # RUN_DIR  a kernelfleet run folder (holding run.sqlite).
 # OUT      where to export (default: a new temporary folder); per problem OUT/<subset>/<name>/ gets solution.json,
 #          upstream's trace (trace.jsonl) and its console output (upstream.log).
+# PROBLEM  check only these problems, each <subset>/<name> or a shell pattern of them ('gemm/*'); every problem is
+#          still exported. Together with KEEP_EXPORT=1, a long check is split over several calls.
 #
 # Each exported solution is evaluated against the problem folder the run used (its definition.json and
 # workload.jsonl, read from the run store) by `sol-execbench PROBLEM --solution OUT/.../solution.json`. A problem
@@ -18,6 +20,7 @@
 #   SOL_EXECBENCH_SRC   upstream's sources (default: ../shared/sol-execbench/upstream/src beside this checkout);
 #                       upstream's own dependencies (click, rich, pydantic, safetensors ...) must be importable
 #   COMPILE_TIMEOUT     seconds upstream may spend compiling one C++/CUDA solution (default 600)
+#   KEEP_EXPORT=1       OUT already holds this run's export (an earlier call wrote it): do not export again
 #
 # Exit status: 0 when every exported problem passes, 1 when one does not, 2 for bad arguments or a missing tool.
 set -euo pipefail
@@ -27,12 +30,18 @@ python="${PYTHON:-python3}"
 src="${SOL_EXECBENCH_SRC:-$here/../shared/sol-execbench/upstream/src}"
 compile_timeout="${COMPILE_TIMEOUT:-600}"
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "error: usage: $0 RUN_DIR [OUT]" >&2
+if [[ $# -lt 1 ]]; then
+  echo "error: usage: $0 RUN_DIR [OUT [PROBLEM...]]" >&2
   exit 2
 fi
 run_dir="$1"
 out="${2:-$(mktemp -d -t kf_upstream_export.XXXXXX)}"
+shift $(( $# < 2 ? $# : 2 ))
+only=("$@")
+if [[ "${KEEP_EXPORT:-}" == 1 && ! -d "$out" ]]; then
+  echo "error: KEEP_EXPORT=1, but $out holds no export" >&2
+  exit 2
+fi
 if [[ ! -d "$src/sol_execbench" ]]; then
   echo "error: upstream's sources are not at $src (set SOL_EXECBENCH_SRC)" >&2
   exit 2
@@ -43,7 +52,9 @@ if ! PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$python" -c "import sol_execb
 fi
 
 cd "$here"
-"$python" -m cli.main export "$run_dir" "$out"
+if [[ "${KEEP_EXPORT:-}" != 1 ]]; then
+  "$python" -m cli.main export "$run_dir" "$out"
+fi
 
 # subset/name <TAB> problem folder, for each exported problem
 plan="$("$python" - "$run_dir" "$out" <<'EOF'
@@ -61,6 +72,14 @@ failed=0
 total=0
 while IFS=$'\t' read -r key problem problem_id; do
   [[ -z "$key" ]] && continue
+  if [[ ${#only[@]} -gt 0 ]]; then
+    wanted=0
+    for pattern in "${only[@]}"; do
+      # shellcheck disable=SC2053  # the pattern is meant to match as a pattern
+      [[ "$key" == $pattern ]] && wanted=1
+    done
+    [[ $wanted -eq 1 ]] || continue
+  fi
   total=$((total + 1))
   folder="$out/$key"
   if PYTHONPATH="$src${PYTHONPATH:+:$PYTHONPATH}" "$python" -c "from sol_execbench.cli import cli; cli()" "$problem" \

@@ -92,14 +92,11 @@ def run_fleet(args: argparse.Namespace) -> int:
     fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event if args.headless else None)
     try:
         state = anyio.run(_run_with_signals, fleet, notes) if args.headless else _run_with_ui(fleet, run_dir, notes)
-    except FleetError as exc:
-        print(f"error: {exc}", file=err)
-        return 2
-    except BaseException as exc:  # noqa: BLE001 - a cluster that fails at start is one line; anything else is raised
-        cluster = _cluster_error(exc)
-        if cluster is None:
+    except BaseException as exc:  # noqa: BLE001 - a run that cannot start or go on is one line; anything else raises
+        reason = _one_line_error(exc)
+        if reason is None:
             raise
-        print(f"error: {cluster}", file=err)
+        print(f"error: {reason}", file=err, flush=True)
         return 2
     print(f"run {state}: {run_dir} — see `kernelfleet report {run_dir}`", flush=True)
     return 0
@@ -151,17 +148,16 @@ def _stored_ray_address(run_dir: Path) -> str:
         return ""
 
 
-def _cluster_error(exc: BaseException) -> BaseException | None:
-    """The ClusterError that ended the run, alone or inside an exception group; None for any other failure. Only
-    a run with a Ray address can raise one, so core.cluster is looked at only where it was imported."""
+def _one_line_error(exc: BaseException) -> BaseException | None:
+    """The FleetError (a run that cannot start, or a fault of the machine that ended it) or ClusterError behind
+    ``exc``, alone or inside an exception group; None for any other failure. Only a run with a Ray address can
+    raise a ClusterError, so core.cluster is looked at only where it was imported."""
     cluster = sys.modules.get("core.cluster.errors")
-    if cluster is None:
-        return None
-    if isinstance(exc, cluster.ClusterError):
+    if isinstance(exc, FleetError) or (cluster is not None and isinstance(exc, cluster.ClusterError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _cluster_error(inner)
+            found = _one_line_error(inner)
             if found is not None:
                 return found
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sqlite3
 import statistics
 import sys
 import time
@@ -35,6 +36,7 @@ from core.fleet.baselines import PREPARATION_PRIORITY, ModelBaselines
 from core.fleet import capability
 from core.fleet.budget import Budgets, BudgetSpent
 from core.fleet.composite import CompositeError, compose
+from core.fleet.faults import RunDirGone, fault_line, machine_fault
 from core.fleet.facts import RunFacts, facts_from_probe, gather_facts
 from core.fleet.gpus import detect_gpus
 from core.fleet.kinds import AgentKind, registered
@@ -53,6 +55,9 @@ from core.problem.schema import Problem
 from core.secrets import redact, take_secrets
 from core.solution.io import parse_solution, solution_to_dict
 from core.solution.schema import Solution
+from core.store.check import NotARunStore, check_store_file
+from core.store.lock import RunLock, RunLocked
+from core.store.schema import DB_NAME
 from core.store.writer import RunStore, StoreError
 
 QUICK_TIMING = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=100, target_seconds=0.02, device_check_calls=3)
@@ -144,6 +149,14 @@ class Fleet:
             return
         # A new run's problems are checked before anything is written: a bad path leaves no store behind.
         loaded = None if self.resume else self._load_problems()
+        self._lock_run()
+        try:
+            self._open_locked(loaded)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_locked(self, loaded) -> None:
         try:
             self.store = RunStore(self.run_dir, create=not self.resume)
         except StoreError as exc:
@@ -217,6 +230,29 @@ class Fleet:
         self.builds = BuildService()
         self._started = self.store.run_info().created_at
 
+    def _lock_run(self) -> None:
+        """Take the run's lock before its store is opened for writing (a resume's store is checked read-only
+        first, so a folder that holds no run gets no lock file): a second orchestrator on a live run is refused
+        with who holds it."""
+        if self.resume:
+            try:
+                check_store_file(self.run_dir / DB_NAME)
+            except NotARunStore as exc:
+                raise FleetError(str(exc)) from None
+        try:
+            self.lock = RunLock.acquire(self.run_dir)
+        except RunLocked as exc:
+            raise FleetError(str(exc)) from None
+
+    def close(self) -> None:
+        """Close the store and let the run's lock go (a process that ends lets it go too, however it ends)."""
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
+        lock = getattr(self, "lock", None)
+        if lock is not None:
+            lock.release()
+
     def _load_problems(self):
         try:
             loaded = load_problems(self.problem_paths)
@@ -234,8 +270,28 @@ class Fleet:
     # ---------------------------------------------------------------- the run
 
     async def run(self) -> str:
-        """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state."""
+        """Run until nothing is left to do, a stop control, a budget or ``request_stop``; returns the final state.
+        A fault of the machine (a full disk, a read-only filesystem, the run folder deleted) ends it with a
+        FleetError of one line; what was recorded before stays for ``--resume``."""
         self.open()
+        try:
+            return await self._run()
+        except BaseException as exc:  # noqa: BLE001 - only machine faults are turned into a line
+            fault = machine_fault(exc)
+            if fault is None:
+                raise
+            raise FleetError(fault_line(fault, self.run_dir, self._write_back() if fault.run_dir_gone else "")) \
+                from None
+        finally:
+            self.close()
+
+    def _write_back(self) -> str:
+        try:
+            return str(self.store.write_back())
+        except (OSError, sqlite3.Error):
+            return ""
+
+    async def _run(self) -> str:
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self.stop_reason:
@@ -284,7 +340,6 @@ class Fleet:
         self._record_metrics()
         self.store.set_run_state(state)
         self.event("run", f"{state}: {self.stop_reason or 'done'}")
-        self.store.close()
         return state
 
     async def _verify_bests(self) -> None:
@@ -638,6 +693,8 @@ class Fleet:
     async def _planner_loop(self) -> None:
         ticks = 0
         while True:
+            if not self.store.still_in_place():
+                raise RunDirGone(f"{self.run_dir / DB_NAME} is no longer the store this run writes")
             self._apply_controls()
             for line in self.evaluator.news():
                 self.event("log", line)

@@ -8,6 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from core.store.lock import LOCK_NAME, holder
 from core.store.schema import DB_NAME
 
 # command -> what its target is ("problem": a problem key or id, "agent": an agent name or id, "": none) and
@@ -66,7 +67,11 @@ def _not_listening(conn: sqlite3.Connection, run_dir: str | Path) -> str:
     resume = f"continue it with kernelfleet run --resume {run_dir}"
     if state in ("stopped", "finished"):
         return f"{run_dir}: the run is {state}, so nothing would apply the control; {resume}"
-    host, _, pid = (owner or "").rpartition(":")
+    if (Path(run_dir) / LOCK_NAME).exists():  # the run's lock knows, across hosts and after a pid is reused
+        if holder(run_dir) is None:
+            return f"{run_dir}: the run's orchestrator is gone, so nothing would apply the control; {resume}"
+        return ""
+    host, _, pid = (owner or "").rpartition(":")  # a run from before the lock
     if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
         return f"{run_dir}: the run's orchestrator (pid {pid}) is gone, so nothing would apply the control; {resume}"
     return ""

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from urllib.parse import quote
 
-from core.store.check import check_store_file
+from core.store.check import check_store_file, read_only_uri
 from core.store.queries import Queries
 from core.store.schema import DB_NAME, MIGRATIONS
 
@@ -20,8 +19,7 @@ class RunReader(Queries):
         self.run_dir = Path(run_dir)
         # Autocommit: every query reads the newest committed state. With the default isolation level a failed
         # write attempt would leave an implicit BEGIN open, pinning this reader to a stale snapshot for good.
-        # The path is percent-encoded: a '?', '#' or '%' in a folder name must not be read as URI syntax.
-        self.conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=10,
+        self.conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=10,
                                     isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         try:

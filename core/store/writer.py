@@ -46,6 +46,7 @@ class RunStore(Queries):
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot create the run store ({reason(exc)})") from None
         self.conn.row_factory = sqlite3.Row
+        self._identity = _file_identity(path)  # the file this connection writes, to notice it deleted or replaced
         # Every text written passes through this (the run sets core.secrets.redact): a secret that reached a
         # candidate's output, a log line or an answer is never stored.
         self.redact: Callable[[str], str] = lambda text: text
@@ -148,6 +149,26 @@ class RunStore(Queries):
 
     def close(self) -> None:
         self.conn.close()
+
+    def still_in_place(self) -> bool:
+        """Whether RUN_DIR/run.sqlite is still the file this connection writes: SQLite keeps writing a deleted or
+        replaced file through its open descriptor, where nothing would ever read it again."""
+        return _file_identity(self.run_dir / DB_NAME) == self._identity
+
+    def write_back(self) -> Path:
+        """Write the whole store, as this connection sees it, to RUN_DIR/run.sqlite again (the folder made anew
+        if it was deleted): what a run recorded outlives the deletion of its folder. The path written; OSError or
+        sqlite3.Error when it cannot be."""
+        path = self.run_dir / DB_NAME
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if path.exists():  # replaced by another file: keep it, write beside it
+            path = self.run_dir / f"{DB_NAME}.recovered-{int(time.time())}"
+        target = sqlite3.connect(path)
+        try:
+            self.conn.backup(target)
+        finally:
+            target.close()
+        return path
 
     def _insert(self, table: str, values: dict[str, Any]) -> int:
         values = {k: self.redact(v) if isinstance(v, str) else v for k, v in values.items()}
@@ -348,3 +369,11 @@ class _Transaction:
             self.on_rollback()
         else:
             self.conn.execute("COMMIT")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from core.problem import load_problems
 from core.problem.kernelbench_definition import DEFAULT_TOLERANCE
+from core.problem.load import FileFault, ProblemPathError
 from core.problem.reference_check import DEVICE_LIMITED, Outcome, ReferenceResult, check_many
 
 
@@ -27,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "check",
         help="load every problem under the paths and report what is runnable",
         description="Load every definition.json + workload.jsonl under PATH... and report per subset how many "
-                    "workloads are runnable. Exits 1 if any definition or workload is invalid.",
+                    "workloads are runnable. Exits 1 if any definition or workload is invalid, 2 if a PATH is not a "
+                    "problem folder (nor a folder of them) or a problem's file cannot be read.",
     )
     check.add_argument("paths", nargs="+", metavar="PATH", help="problem folders or folders holding them")
     check.add_argument("--run-reference", action="store_true",
@@ -73,14 +75,10 @@ def run_check(args: argparse.Namespace) -> int:
     out, err = Console(), Console(stderr=True)
     try:
         report = load_problems(args.paths, args.blob_root)
-    except FileNotFoundError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+    except ProblemPathError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
 
-    if not report.problems and not report.invalid:
-        err.print(f"error: no problem folders (with a definition.json) under {', '.join(map(str, args.paths))}",
-                  markup=False, highlight=False)
-        return 1
     for problem in report.problems:
         for warning in problem.warnings:
             err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
@@ -93,7 +91,7 @@ def run_check(args: argparse.Namespace) -> int:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     workloads = [w for p in report.problems for w in p.workloads]
     runnable = sum(w.runnable for w in workloads)
-    exit_code = 1 if report.invalid else 0
+    exit_code = 2 if _unreadable(report) else 1 if report.invalid else 0
 
     if args.run_reference and report.problems:
         results = _run_references(args, [p.path for p in report.problems], err)
@@ -108,15 +106,20 @@ def run_check(args: argparse.Namespace) -> int:
         definition_faults = [r for r in results if not r.passed and r.outcome not in DEVICE_LIMITED
                              and r.outcome != Outcome.NO_WORKLOAD]
         if definition_faults and any(r.outcome == Outcome.OUTPUT_MISMATCH for r in definition_faults):
-            exit_code = 1
+            exit_code = max(exit_code, 1)
         if args.strict and passed < len(results):
-            exit_code = 1
+            exit_code = max(exit_code, 1)
 
     if report.invalid:
         out.print(f"{len(report.invalid)} problem(s) invalid (see errors above)", highlight=False)
     out.print(f"{len(report.problems)} problems loaded, {runnable} workloads runnable, "
               f"{len(workloads) - runnable} unavailable", highlight=False)
     return exit_code
+
+
+def _unreadable(report) -> bool:
+    """Whether some file of a problem could not be read or was refused (exit 2), not only malformed (exit 1)."""
+    return any(isinstance(error, FileFault) for invalid in report.invalid for error in invalid.errors)
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -14,6 +14,8 @@ _BINARY = {
     ast.Mod: operator.mod,
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+# Checking and evaluating recurse once per operator; SOL-ExecBench's longest expression has 57 characters.
+MAX_EXPRESSION_CHARS = 400
 
 
 class AxisExpressionError(ValueError):
@@ -22,10 +24,14 @@ class AxisExpressionError(ValueError):
 
 def parse_expression(text: str) -> ast.expr:
     """Parse and check an axis expression: integer literals, axis names, ``+ - * // %``, unary sign, parentheses."""
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise AxisExpressionError(f"longer than {MAX_EXPRESSION_CHARS} characters")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise AxisExpressionError(f"not a valid expression: {text!r} ({exc.msg})") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise AxisExpressionError("nested too deeply to parse") from None
     _check(tree.body, text)
     return tree.body
 

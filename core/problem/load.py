@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import math
+import os
 import re
+import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,30 @@ _TOLERANCE_KEYS = {"max_atol", "max_rtol", "required_matched_ratio", "max_error_
 # "required_match_ratio" (a misspelling in 1,299 SOL-ExecBench workloads) leaves the default ratio in force there.
 _TOLERANCE_IGNORED = {"required_match_ratio", "sampling_validation_trials", "sampling_tvd_threshold"}
 
+# Limits on what a problem folder may hold, each far above SOL-ExecBench's largest: a definition.json of 28.5 KB, a
+# workload.jsonl of 41.7 KB holding 48 workloads. A file over them is refused before it is read.
+DEFINITION_MAX_BYTES = 4 << 20
+WORKLOAD_FILE_MAX_BYTES = 16 << 20
+MAX_WORKLOADS = 10_000
+NOT_A_PROBLEM_PATH = "not a problem folder (nor a folder of them)"
+
+
+class FileFault(SpecError):
+    """A file of a problem folder that cannot be read as text, or is refused for its size: ``FILE: MESSAGE``."""
+
+    def __init__(self, path: Path | str, message: str):
+        super().__init__(path, None, message)
+
+
+class ProblemPathError(OSError):
+    """A path given as problem folders that is none: rendered ``PATH: MESSAGE``."""
+
+    def __init__(self, path: Path, message: str, code: int | None = None):
+        super().__init__(code, message, str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
 
 class ProblemInvalid(Exception):
     """A problem folder whose definition or workloads are malformed; ``errors`` holds one SpecError per fault."""
@@ -54,18 +82,11 @@ class LoadReport:
 
 
 def find_problem_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every folder holding a definition.json under the given paths (a path may itself be a problem folder)."""
+    """Every problem folder under the given paths; each path must be a problem folder or a folder holding some
+    (ProblemPathError otherwise)."""
     found: list[Path] = []
     for raw in paths:
-        root = Path(raw)
-        if not root.exists():
-            raise FileNotFoundError(f"{root}: no such file or directory")
-        if root.is_file():
-            root = root.parent
-        if (root / DEFINITION_FILE).is_file():
-            found.append(root)
-        else:
-            found.extend(sorted(p.parent for p in root.rglob(DEFINITION_FILE)))
+        found.extend(_problem_dirs_in(Path(raw)))
     seen: set[Path] = set()
     unique = []
     for p in found:
@@ -74,6 +95,29 @@ def find_problem_dirs(paths: Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             unique.append(p)
     return unique
+
+
+def _problem_dirs_in(root: Path) -> list[Path]:
+    try:
+        mode = root.stat().st_mode
+    except OSError as exc:
+        raise ProblemPathError(root, _unreachable(root, exc), exc.errno) from None
+    if not stat.S_ISDIR(mode):
+        raise ProblemPathError(root, f"{NOT_A_PROBLEM_PATH}: {_kind_of(mode)}", errno.ENOTDIR)
+    if not os.access(root, os.R_OK | os.X_OK):  # else the search below finds nothing and says nothing of why
+        raise ProblemPathError(root, "permission denied", errno.EACCES)
+    if _is_problem_dir(root):
+        return [root]
+    found = sorted(p.parent for p in root.rglob(DEFINITION_FILE))
+    if not found:
+        raise ProblemPathError(root, f"{NOT_A_PROBLEM_PATH}: no {DEFINITION_FILE} in it or beneath it")
+    return found
+
+
+def _is_problem_dir(folder: Path) -> bool:
+    # An entry of that name makes a problem folder whatever it is, so a definition.json that is a directory or a
+    # broken link is reported as such rather than taken for a folder of problems.
+    return os.path.lexists(folder / DEFINITION_FILE)
 
 
 def load_problems(paths: Iterable[str | Path], blob_roots: Sequence[Path] = ()) -> LoadReport:
@@ -89,6 +133,8 @@ def load_problems(paths: Iterable[str | Path], blob_roots: Sequence[Path] = ()) 
 def load_problem(folder: str | Path, blob_roots: Sequence[Path] = ()) -> Problem:
     """Load one problem folder; raise ProblemInvalid naming every bad file and field."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise ProblemInvalid(folder, [FileFault(folder, _not_a_folder(folder))])
     errors: list[SpecError] = []
     warnings: list[str] = []
     definition = _load_definition(folder / DEFINITION_FILE, errors, warnings)
@@ -105,11 +151,11 @@ def load_problem(folder: str | Path, blob_roots: Sequence[Path] = ()) -> Problem
 
 def _load_definition(path: Path, errors: list[SpecError], warnings: list[str]) -> Definition | None:
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        errors.append(SpecError(path, "<file>", "missing"))
+        data = _parse_json(read_problem_file(path, DEFINITION_MAX_BYTES, "definition"))
+    except FileFault as exc:
+        errors.append(exc)
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         errors.append(SpecError(path, "<file>", f"not valid JSON: {exc}"))
         return None
     if not isinstance(data, dict):
@@ -272,6 +318,9 @@ def _check_reference(source: str, input_names: list[str], entrypoint: str | None
     except SyntaxError as exc:
         errors.append(SpecError(path, "reference", f"Python syntax error at line {exc.lineno}: {exc.msg}"))
         return
+    except (RecursionError, MemoryError, ValueError):
+        errors.append(SpecError(path, "reference", "Python source nested too deeply to parse"))
+        return
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     run = functions.get("run")
     if run is None:
@@ -293,9 +342,13 @@ def _check_reference(source: str, input_names: list[str], entrypoint: str | None
 def _load_workloads(path: Path, definition: Definition, folder: Path, blob_roots: Sequence[Path],
                     errors: list[SpecError], warnings: list[str]) -> tuple[Workload, ...]:
     try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        errors.append(SpecError(path, "<file>", "missing"))
+        lines = read_problem_file(path, WORKLOAD_FILE_MAX_BYTES, "workload file").splitlines()
+    except FileFault as exc:
+        errors.append(exc)
+        return ()
+    count = sum(1 for line in lines if line.strip())
+    if count > MAX_WORKLOADS:
+        errors.append(FileFault(path, f"{count:,} workloads, over the limit of {MAX_WORKLOADS:,} per problem"))
         return ()
     workloads = []
     for lineno, line in enumerate(lines, start=1):
@@ -303,9 +356,9 @@ def _load_workloads(path: Path, definition: Definition, folder: Path, blob_roots
             continue
         where = f"{path}:{lineno}"
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(SpecError(where, "<line>", f"not valid JSON: {exc.msg}"))
+            data = _parse_json(line)
+        except ValueError as exc:
+            errors.append(SpecError(where, "<line>", f"not valid JSON: {getattr(exc, 'msg', exc)}"))
             continue
         if not isinstance(data, dict):
             errors.append(SpecError(where, "<line>", "expected a JSON object"))
@@ -477,7 +530,7 @@ def _locate_blobs(inputs: dict[str, InputSource], folder: Path,
             continue
         relative = Path(source.path)
         candidates = [relative] if relative.is_absolute() else [root / relative for root in roots]
-        hit = next((c for c in candidates if c.is_file()), None)
+        hit = next((c for c in candidates if _is_file(c)), None)
         if hit is None:
             missing.setdefault(source.path, []).append(name)
         else:
@@ -486,6 +539,93 @@ def _locate_blobs(inputs: dict[str, InputSource], folder: Path,
         return files, "safetensors blob not found: " + "; ".join(
             f"{path} (input {', '.join(names)})" for path, names in missing.items())
     return files, None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a folder on the way that cannot be read
+        return False
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_problem_file(path: Path, max_bytes: int, what: str) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``; FileFault saying why not otherwise. A FIFO or
+    device is refused before it is opened, so reading never blocks."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise FileFault(path, _unreachable(path, exc)) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise FileFault(path, f"{_kind_of(info.st_mode)}, not a regular file")
+    if info.st_size > max_bytes:
+        raise FileFault(path, _too_large(info.st_size, max_bytes, what))
+    try:
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise FileFault(path, _unreachable(path, exc)) from None
+    if len(data) > max_bytes:  # it grew after the stat
+        raise FileFault(path, _too_large(len(data), max_bytes, what))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileFault(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _parse_json(text: str) -> Any:
+    """json.loads, with every way it can fail a ValueError of one short line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError:  # Python's limit on the digits of an integer it converts
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} digits") from None
+
+
+def _unreachable(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "a dangling symlink (its target does not exist)" if path.is_symlink() else "no such file or directory"
+    if exc.errno == errno.ELOOP:
+        return "a symlink loop"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.ENOTDIR:
+        return "a file stands where a folder of its path should be"
+    return f"cannot be read: {exc.strerror or exc}"
+
+
+def _not_a_folder(path: Path) -> str:
+    try:
+        return f"not a problem folder: {_kind_of(path.stat().st_mode)}"
+    except OSError as exc:
+        return _unreachable(path, exc)
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file or folder"
+
+
+def _too_large(size: int, limit: int, what: str) -> str:
+    return f"{_mib(size)}, over the {_mib(limit)} limit for a {what}"
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MiB".replace(".0 MiB", " MiB")
 
 
 # ---------------------------------------------------------------- helpers

@@ -68,6 +68,10 @@ class RunLock:
         path = run_dir / LOCK_NAME
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise RunLocked(f"{run_dir}: cannot create the run folder ({exc.strerror or exc})") from None
+        try:
             handle = open(path, "a+", encoding="utf-8")  # not inherited by child processes (PEP 446)
         except OSError as exc:
             if exc.errno == errno.EROFS:

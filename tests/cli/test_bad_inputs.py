@@ -34,12 +34,22 @@ def test_a_problem_path_that_does_not_exist_leaves_no_store(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_problem_path_that_is_a_file_is_refused_as_problems_check_refuses_it(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n")
+    line = one_error(kernelfleet("run", str(readme), "--run-dir", str(tmp_path / "run"), "--headless",
+                                 "--device", "cpu"))
+    assert line == f"error: {readme}: not a problem folder (nor a folder of them): a file"
+    assert not (tmp_path / "run").exists()
+    assert one_error(kernelfleet("problems", "check", str(readme))) == line
+
+
 def test_a_run_dir_that_cannot_be_made(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     line = one_error(kernelfleet("run", str(RMSNORM), "--run-dir", str(blocker / "run"), "--headless",
                                  "--device", "cpu"))
-    assert "cannot create the run store" in line and str(blocker) in line
+    assert "cannot create the run folder (Not a directory)" in line and str(blocker) in line
 
 
 @pytest.mark.parametrize("content, says", [

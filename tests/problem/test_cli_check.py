@@ -64,5 +64,6 @@ def test_all_235_shared_problems_load():
 
 def test_folder_without_problems_is_an_error(tmp_path):
     result = kernelfleet("problems", "check", tmp_path)
-    assert result.returncode == 1
-    assert "error: no problem folders (with a definition.json) under" in result.stderr
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: {tmp_path}: not a problem folder (nor a folder of them): "
+                                     "no definition.json in it or beneath it")

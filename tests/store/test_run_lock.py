@@ -90,4 +90,4 @@ def test_a_folder_that_cannot_hold_the_lock_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(RunLocked) as refused:
         RunLock.acquire(tmp_path / "file" / "run")
-    assert "cannot take the run's lock" in str(refused.value) and "\n" not in str(refused.value)
+    assert "cannot create the run folder (Not a directory)" in str(refused.value) and "\n" not in str(refused.value)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from core.roofline.sol import geomean, is_better
-from core.store.model import AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
+from core.store.model import AgentRow, AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
 
@@ -248,3 +248,175 @@ def comparison_rows(before: FleetSummary, after: FleetSummary, speedup: Callable
         ("median SOL", sol(before.median_sol), sol(after.median_sol)),
         ("mean SOL", sol(before.mean_sol), sol(after.mean_sol)),
     ]
+
+
+# ---------------------------------------------------------------- the HTML report's drill-down and distributions
+
+
+@dataclass(frozen=True)
+class AttemptLine:
+    """One attempt as a problem's attempts table shows it: the stored row, who made it and its part in the run."""
+
+    row: AttemptRow
+    agent: str  # the agent's name; "seed" for a seed, "composite" for one the run assembled from frontier members
+    model: str  # the model profile it was made with, else its agent's model ("" for seeds and composites)
+    role: str  # "seed", "best" or ""
+
+    @property
+    def status(self) -> str:
+        return self.row.status or ("pending" if self.row.state == "pending" else "no verdict")
+
+    @property
+    def counted_speedup(self) -> float | None:
+        """The speedup the run compares bests by: a passing attempt's, on every workload (else None)."""
+        row = self.row
+        if not (row.passed and row.full) or row.speedup is None or not math.isfinite(row.speedup) or row.speedup <= 0:
+            return None
+        return row.speedup
+
+
+@dataclass(frozen=True)
+class ProblemDrill:
+    """A problem with every attempt made on it (oldest first), its seed and its best."""
+
+    summary: ProblemSummary
+    row: ProblemRow
+    attempts: tuple[AttemptLine, ...]
+    seed: AttemptRow | None
+    best: AttemptRow | None
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuner_parameters(self.attempts)
+
+    @property
+    def timed_workloads(self) -> tuple[int, ...]:
+        """The workloads of the problem with a time in any attempt, or recorded with the problem."""
+        indices = {w.index for w in self.row.workloads}
+        for line in self.attempts:
+            indices.update(line.row.times_ms)
+        return tuple(sorted(indices))
+
+
+def attempt_line(row: AttemptRow, agents: dict[int, AgentRow], problem: ProblemRow) -> AttemptLine:
+    agent = agents.get(row.agent_id) if row.agent_id is not None else None
+    if agent is not None:
+        name, model = agent.name, row.profile or agent.model
+    else:
+        name, model = ("composite" if row.composite else "seed"), ""
+    role = "best" if row.id == problem.best_attempt_id else "seed" if row.id == problem.seed_attempt_id else ""
+    return AttemptLine(row, name, model, role)
+
+
+def problem_drills(reader: Queries) -> list[ProblemDrill]:
+    """Every problem of the run with its attempts, in the order of the problems table."""
+    agents = {a.id: a for a in reader.agents()}
+    by_problem: dict[int, list[AttemptRow]] = {}
+    for row in reader.attempts():
+        by_problem.setdefault(row.problem_id, []).append(row)
+    drills = []
+    for problem in reader.problems():
+        rows = by_problem.get(problem.id, [])
+        by_id = {r.id: r for r in rows}
+        best = by_id.get(problem.best_attempt_id) if problem.best_attempt_id is not None else None
+        drills.append(ProblemDrill(problem_summary(problem, best.verified if best is not None else ""), problem,
+                                   tuple(attempt_line(r, agents, problem) for r in rows),
+                                   by_id.get(problem.seed_attempt_id) if problem.seed_attempt_id is not None
+                                   else None, best))
+    return drills
+
+
+def tuner_parameters(lines: Sequence[AttemptLine]) -> tuple[str, ...]:
+    """The names of the tunables the attempts set, in the order they first appear."""
+    names: dict[str, None] = {}
+    for line in lines:
+        for name in line.row.tunables:
+            names.setdefault(str(name), None)
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class ParameterPoint:
+    """An attempt that set a tunable: its value and the speedup the run counts for it (None: it failed, or was
+    evaluated on part of the workloads only)."""
+
+    attempt_id: int
+    value: Any
+    speedup: float | None
+    status: str
+
+
+def parameter_points(lines: Sequence[AttemptLine], name: str) -> list[ParameterPoint]:
+    return [ParameterPoint(line.row.id, line.row.tunables[name], line.counted_speedup, line.status)
+            for line in lines if name in line.row.tunables and line.row.state == "done"]
+
+
+def ordered_values(values: Sequence[Any]) -> list[Any]:
+    """A parameter's distinct values in axis order: numbers ascending, else as text ascending (numbers first)."""
+    distinct = list({json_key(v): v for v in values}.values())
+    numbers = sorted((v for v in distinct if isinstance(v, (int, float)) and not isinstance(v, bool)))
+    others = sorted((v for v in distinct if not (isinstance(v, (int, float)) and not isinstance(v, bool))), key=str)
+    return [*numbers, *others]
+
+
+def json_key(value: Any) -> str:
+    """A hashable identity of a tunable's value (values come from JSON: numbers, text, booleans, lists)."""
+    return f"{type(value).__name__}:{value!r}"
+
+
+@dataclass(frozen=True)
+class SpeedupBin:
+    """Attempts whose speedup s is in [low, high), counted per problem (problem key -> count)."""
+
+    low: float
+    high: float
+    counts: tuple[tuple[str, int], ...]
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.counts)
+
+
+def speedup_distribution(drills: Sequence[ProblemDrill], per_octave: int = 2) -> list[SpeedupBin]:
+    """The speedups the run counted (``AttemptLine.counted_speedup``) of every attempt, in bins of equal width on a
+    log scale (``per_octave`` bins per doubling) from the lowest to the highest; per bin, how many of each
+    problem's attempts fall in it. Empty when no attempt has a counted speedup."""
+    values = [(d.summary.key, s) for d in drills for s in (line.counted_speedup for line in d.attempts)
+              if s is not None]
+    if not values:
+        return []
+    first = math.floor(math.log2(min(s for _, s in values)) * per_octave)
+    last = math.floor(math.log2(max(s for _, s in values)) * per_octave)
+    bins = []
+    for k in range(first, last + 1):
+        low, high = 2.0 ** (k / per_octave), 2.0 ** ((k + 1) / per_octave)
+        counts: dict[str, int] = {}
+        for key, s in values:
+            if math.floor(math.log2(s) * per_octave) == k:
+                counts[key] = counts.get(key, 0) + 1
+        bins.append(SpeedupBin(low, high, tuple(counts.items())))
+    return bins
+
+
+@dataclass(frozen=True)
+class SubsetSol:
+    """A subset's problems' best SOL scores and their mean and median as the fleet summary counts them."""
+
+    subset: str
+    problems: int
+    sols: tuple[tuple[str, float], ...]  # problem key -> best SOL, for those with one
+    mean_sol: float | None
+    median_sol: float | None
+
+
+def subset_sols(problems: Sequence[ProblemSummary]) -> list[SubsetSol]:
+    """Per subset (in the order subsets first appear): ``fleet_summary`` over its problems."""
+    subsets: dict[str, list[ProblemSummary]] = {}
+    for p in problems:
+        subsets.setdefault(p.subset, []).append(p)
+    out = []
+    for subset, members in subsets.items():
+        summary = fleet_summary(members)
+        sols = tuple((p.key, p.best_sol) for p in members if p.best_sol is not None and math.isfinite(p.best_sol))
+        out.append(SubsetSol(subset, len(members), sols, summary.mean_sol, summary.median_sol))
+    return out

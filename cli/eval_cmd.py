@@ -121,7 +121,7 @@ def _load_inputs(args: argparse.Namespace):
     from core.solution.io import load_solution
     from core.solution.support import check_supported
 
-    if not args.problem_dir.is_dir():
+    if not args.problem_dir.exists():
         raise InputFault(f"{args.problem_dir}: no such directory")
     try:
         problem = load_problem(args.problem_dir, args.blob_root)

@@ -261,6 +261,17 @@ def not_evaluated_lines(not_evaluated: dict[str, list[tuple[int, str]]]) -> list
     return lines
 
 
+def state_moved_lines(state_moved: dict[str, list[tuple[int, str]]]) -> list[Para]:
+    """The problems whose speedups are counted against a T_b taken in another machine state, one line each."""
+    if not state_moved:
+        return []
+    lines = [Para("Speedups not comparable (T_b taken in another machine state than the run's start):", 2)]
+    for key, moved in state_moved.items():
+        lines.append(Para(f"  {key}: workload{'s' if len(moved) > 1 else ''} "
+                          f"{', '.join(str(i) for i, _ in moved)} ({moved[0][1]})"))
+    return lines
+
+
 def device_lines(devices) -> list[Para]:
     """Where the attempts were evaluated, one line per device (node, GPU, model)."""
     if not devices:
@@ -274,7 +285,8 @@ def print_report(out: Console, report: RunReport) -> None:
     for line in problem_lines(report.problems, out.width):
         out.print(line, soft_wrap=True)
     for para in (summary_lines(report.before, report.after, report.metrics, report.device_word)
-                 + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)):
+                 + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)
+                 + state_moved_lines(report.state_moved)):
         for line in para.wrapped(out.width):
             out.print(line, markup=False, soft_wrap=True)
 

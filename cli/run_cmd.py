@@ -225,18 +225,23 @@ def _run_with_ui(fleet: Fleet, run_dir: Path, notes: list[str]) -> str:
         started.set()
         return await fleet.run()
 
+    app = make_app(run_dir, in_process=True)
+
     def run_core() -> None:
         try:
             outcome["state"] = anyio.run(core)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             outcome["error"] = exc
+            try:  # a run that cannot go on (a fault of the machine) closes its UI, then says why
+                app.call_from_thread(app.exit)
+            except RuntimeError:
+                pass  # the UI is not running (yet, or any more)
         finally:
             started.set()
 
     thread = threading.Thread(target=run_core, name="kernelfleet-core", daemon=True)
     thread.start()
     started.wait()
-    app = make_app(run_dir)
     previous = signal.signal(signal.SIGTERM, lambda *_: app.exit())
     try:
         if thread.is_alive():

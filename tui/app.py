@@ -1,9 +1,11 @@
 """The watcher app: ``make_app(run_dir)`` attaches to a run's store, polls it with since-id cursors and writes
-controls through :func:`core.store.submit_control`. Quitting the watcher never stops the run."""
+controls through :func:`core.store.submit_control`. Quitting the watcher never stops the run, except where the UI
+runs in the run's own process (``in_process``, `kernelfleet run`): there `q` asks first, as `S` does."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import queue
 import sqlite3
@@ -20,14 +22,15 @@ from textual.screen import Screen
 from core.store import ControlError, RunReader, submit_control
 from core.store.model import AgentRow, ProblemRow
 from core.store.queries import Queries
+from tui.agents.activity import Activity
 from tui.agents.screen import AgentsScreen
 from tui.controls import Control, agent_for_problem, agent_toggle, bump, control_line, pause_toggle, pin_toggle
 from tui.detail.screen import DetailScreen
-from tui.dialogs import ConfirmStop, HelpScreen
+from tui.dialogs import QUIT_QUESTION, ConfirmStop, HelpScreen
 from tui.diff.screen import DiffScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LOG_LINES, LogsScreen
-from tui.problems.footer import with_key_footer
+from tui.problems.footer import KeyFooter, StatusMessage, with_key_footer
 from tui.problems.model import grid_rows
 from tui.problems.screen import ProblemsScreen
 from tui.snapshot import Clock, Delta, Poller, Snapshot
@@ -48,6 +51,8 @@ PALETTE = (
     ("Lower priority", "-: bump the selected problem's priority by -1", "bump(-1)"),
     ("Pin / unpin problem", "P: pin or unpin the selected problem", "pin"),
     ("Sort", "s: cycle the grid's sort column", "sort"),
+    ("Best problem", "b: the cursor to the problem with the highest speedup", "jump('best')"),
+    ("Worst problem", "w: the cursor to the problem with the lowest speedup", "jump('worst')"),
     ("Filter", "/: filter the grid on key or status", "filter"),
     ("Diffs", "d: the problem's attempts as diffs", "diff"),
     ("Next attempt", "n: the next attempt's diff", "step(1)"),
@@ -58,8 +63,10 @@ PALETTE = (
     ("Histogram", "h: score histograms", "app.histogram"),
     ("Help", "?: keys", "app.help"),
     ("Stop the run", "S: stop the run (asks first)", "app.stop_run"),
-    ("Quit the watcher", "q: quit (the run goes on)", "app.quit"),
+    ("Quit", "q: quit the watcher (the run goes on; in kernelfleet run it stops the run, asking first)",
+     "app.quit"),
 )
+MESSAGE_S = {"information": 5.0, "warning": 8.0, "error": 10.0}  # how long a message stays in the footer line
 
 
 class WatchApp(App):
@@ -74,9 +81,11 @@ class WatchApp(App):
     ]
     CSS = "Screen { layers: base; }"
 
-    def __init__(self, run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None):
+    def __init__(self, run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None,
+                 in_process: bool = False):
         super().__init__()
         self.run_dir = Path(run_dir)
+        self.in_process = in_process
         self.reader = RunReader(self.run_dir)  # the poller's (its thread), under self.lock
         self.ui_reader = RunReader(self.run_dir)  # the screens' own reads on the main thread: never wait on a poll
         for reader in (self.reader, self.ui_reader):
@@ -89,6 +98,10 @@ class WatchApp(App):
         snapshot, delta = self.poller.poll()
         self.snapshot: Snapshot = snapshot
         self.events: deque = deque(delta.events, maxlen=LOG_LINES)
+        self.activity = Activity()  # what each agent does now, for the grid's activity panel
+        self.activity.add(delta)
+        self.status: StatusMessage | None = None  # the message the footer line shows now
+        self._status_timer: Any = None
         self.paused_agents: dict[str, str] = {}  # problem key -> the agent `a` paused from it
         self.sent: list[int] = []  # control ids this watcher wrote
         self.polls = 0
@@ -98,6 +111,7 @@ class WatchApp(App):
         self._outbox: queue.Queue[Control | None] = queue.Queue()  # controls for the sender thread, in order
         self._sender: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._main_context: contextvars.Context | None = None  # the main loop's context (Textual's active app)
         self._kept: dict[type[Screen], Screen] = {}  # screens made once and reused (see _kept_screen)
 
     # ------------------------------------------------------------ reading
@@ -118,6 +132,7 @@ class WatchApp(App):
 
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._main_context = contextvars.copy_context()
         self.push_screen(ProblemsScreen())
         if self.poll_s:
             self.set_interval(self.poll_s, self._tick)
@@ -169,6 +184,7 @@ class WatchApp(App):
         self.polls += 1
         self.snapshot = snapshot
         self.events.extend(delta.events)
+        self.activity.add(delta)
         for control in delta.applied:
             if control.id in self.sent:
                 self.notify(control_line(control), title="applied")
@@ -176,6 +192,28 @@ class WatchApp(App):
             show = getattr(screen, "show", None)
             if show is not None:
                 show(snapshot, delta)
+
+    # ------------------------------------------------------------ messages
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Show ``message`` in the footer line of every screen for a few seconds, instead of as a toast (which
+        covers the grid's right half). The text is shown as it is: ``markup`` is ignored."""
+        self.status = StatusMessage(f"{title}: {message}" if title else str(message), severity)
+        if self._status_timer is not None:
+            self._status_timer.stop()
+        self._status_timer = self.set_timer(timeout or MESSAGE_S.get(severity, 5.0), self.clear_status)
+        self._refresh_footers()
+
+    def clear_status(self) -> None:
+        self.status = None
+        self._status_timer = None
+        self._refresh_footers()
+
+    def _refresh_footers(self) -> None:
+        for screen in self.screen_stack:
+            for footer in screen.query(KeyFooter):
+                footer.refresh()
 
     # ------------------------------------------------------------ controls
 
@@ -211,11 +249,12 @@ class WatchApp(App):
 
     def _on_main(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run ``fn`` on the main thread soon, without waiting for it (the main thread may be joining us)."""
-        loop = self._loop
-        if loop is None:
+        loop, context = self._loop, self._main_context
+        if loop is None or context is None:
             return
         try:
-            loop.call_soon_threadsafe(lambda: fn(*args, **kwargs))
+            # In the app's context: what ``fn`` starts (a message's timer) must see Textual's active app.
+            loop.call_soon_threadsafe(lambda: fn(*args, **kwargs), context=context.copy())
         except RuntimeError:  # the loop is closed: the watcher has quit
             pass
 
@@ -299,7 +338,20 @@ class WatchApp(App):
         self._push_once(HistogramScreen, lambda: self._kept_screen(Histogram))
 
     def action_help(self) -> None:
-        self._push_once(HelpScreen, HelpScreen)
+        self._push_once(HelpScreen, lambda: HelpScreen(self.in_process))
+
+    async def action_quit(self) -> None:
+        """Quit the watcher; in the run's own process that stops the run, so it asks first."""
+        if not self.in_process:
+            self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        if not isinstance(self.screen, ConfirmStop):
+            self.push_screen(ConfirmStop(QUIT_QUESTION), answered)
 
     def action_stop_run(self) -> None:
         def answered(yes: bool | None) -> None:
@@ -317,6 +369,8 @@ class WatchApp(App):
                 yield SystemCommand(title, help_text, lambda a=action, t=target: self.call_later(t.run_action, a))
 
 
-def make_app(run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None) -> WatchApp:
-    """The watcher for ``run_dir``; ``poll_s=None`` polls only when asked (tests), ``clock`` fixes "now"."""
-    return WatchApp(run_dir, poll_s=poll_s, clock=clock)
+def make_app(run_dir: str | Path, *, poll_s: float | None = 0.5, clock: Clock | None = None,
+             in_process: bool = False) -> WatchApp:
+    """The watcher for ``run_dir``; ``poll_s=None`` polls only when asked (tests), ``clock`` fixes "now";
+    ``in_process``: the UI runs in the run's own process (`kernelfleet run`), where quitting stops the run."""
+    return WatchApp(run_dir, poll_s=poll_s, clock=clock, in_process=in_process)

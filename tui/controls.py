@@ -9,9 +9,12 @@ from core.store.model import AgentRow, ControlRow, ProblemRow
 from tui.snapshot import Snapshot
 
 
-def control_line(c: ControlRow) -> str:
+def control_line(c: ControlRow, over: bool = False) -> str:
+    """``over``: the control's effect is over (a stop_run whose run has stopped or was resumed since)."""
     what = f"{c.command} {c.target} {c.value}".strip()
-    return f"{what}: {c.result or 'applied'}" if c.applied_at is not None else f"{what}: pending"
+    if c.applied_at is None:
+        return f"{what}: pending"
+    return f"{what}: stopped" if over else f"{what}: {c.result or 'applied'}"
 
 
 @dataclass(frozen=True)

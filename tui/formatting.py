@@ -102,3 +102,8 @@ def histogram(values: Iterable[float | None], edges: Sequence[float], width: int
     labels = [label(edges[i], edges[i + 1]) for i in range(len(counts))]
     lw = max((len(s) for s in labels), default=0)
     return [f"{labels[i]:>{lw}} │{'█' * round(c / top * width):<{width}} {c}" for i, c in enumerate(counts)]
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the word, singular for exactly one: "1 attempt", "0 attempts", "2 problems"."""
+    return f"{n} {word if n == 1 else words or word + 's'}"

@@ -12,6 +12,7 @@ from core.store import model
 from core.store.model import AgentRow, AttemptRow, ControlRow, EventRow, LlmCall, LlmCallRow, MetricRow, ProblemRow, \
     RunInfo
 from core.store.queries import Queries
+from tui.fleet.lifecycle import Lifecycle
 
 Clock = Callable[[], float]
 
@@ -65,6 +66,7 @@ class Snapshot:
     totals: Totals = Totals()
     now: float = 0.0
     endpoint: Endpoint = Endpoint()
+    lifecycle: Lifecycle = Lifecycle()
 
     # Lookups by key and id, built once per snapshot: formatting a log line looks its agent and problem up.
     @cached_property
@@ -117,6 +119,7 @@ class Poller:
         self.metric_ts = 0.0
         self.control_cursor = 0
         self.call_cursor = 0
+        self.lifecycle_cursor = 0
         self.pending_attempts: set[int] = set()
         self.pending_controls: set[int] = set()
         self.snapshot = Snapshot(run_name, None, now=self.clock())
@@ -170,9 +173,13 @@ class Poller:
         if new_metrics:
             self.metric_ts = new_metrics[-1].ts
             metrics = (metrics + tuple(new_metrics))[-METRICS_KEPT:]
+        lifecycle = self.snapshot.lifecycle
+        for event in r.lifecycle_events(since_id=self.lifecycle_cursor):
+            self.lifecycle_cursor = event.id
+            lifecycle = lifecycle.after(event)
         controls, applied = self._controls()
         self.snapshot = Snapshot(self.run_name, run, problems, agents, metrics, controls, totals, self.clock(),
-                                 endpoint)
+                                 endpoint, lifecycle)
         self.first = False
         return self.snapshot, Delta(events, tuple(changed), applied)
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The watcher's 80x24 screens, captured as text from a real terminal: `kernelfleet run` (the UI in the same
-# process) on the CPU device over two small test problems, in a detached 80x24 tmux session. Once the grid shows
-# the seeds' results it captures the grid, `?` (the key help) and enter (the first problem's detail), then quits
-# with q (which stops the run cleanly) and checks the run exited 0.
+# The watcher's screens, captured as text from real terminals (tmux), in one command:
+# 1. a real CPU run store: `kernelfleet run --headless --device cpu --wall-s 60` (about two minutes on 2 cores; or
+#    RUN_DIR=DIR to reuse one), watched with bench/ui_screens.sh at 80x24 and 120x40: the grid, the first problem's
+#    detail, its diffs, the log, the agents view and the help -> OUT_DIR/{grid,detail,diff,diff-split,log,agents,
+#    help}-{80x24,120x40}.txt;
+# 2. `kernelfleet run` with the UI in the same process, on the CPU device over two small test problems, in a
+#    detached 80x24 tmux session: once the grid shows the seeds' results it captures the grid, `?` (the key help)
+#    and enter (the first problem's detail), then presses q (the confirmation, where it asks, then y), which stops
+#    the run cleanly, and checks the run exited 0 -> OUT_DIR/run-{grid,help,detail,quit}-80x24.txt.
 #   bench/screens/capture.sh [OUT_DIR]     (default: bench/screens; PYTHON picks the interpreter, default python3)
-# Writes OUT_DIR/{grid,help,detail}-80x24.txt.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +20,15 @@ tmux_() { tmux -L "$sock" "$@"; }
 cleanup() { tmux_ kill-server 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$out"
+
+run_dir=${RUN_DIR:-$work/tui-run}
+if [[ ! -e $run_dir/run.sqlite ]]; then
+  echo "making a CPU run store in $run_dir (kernelfleet run --headless --device cpu --wall-s 60)"
+  (cd "$root" && KERNELFLEET_CACHE_DIR="$work/cache-headless" "$py" -m cli.main run --headless --device cpu \
+     --wall-s 60 --run-dir "$run_dir" > "$work/headless.log" 2>&1) || { cat "$work/headless.log" >&2; exit 1; }
+fi
+(cd "$root" && PYTHON=$py bench/ui_screens.sh "$run_dir" "$out" 80x24 120x40)
+echo "wrote $out/{grid,detail,diff,diff-split,log,agents,help}-{80x24,120x40}.txt"
 
 # Two CPU problems with pytorch seeds whose CHUNK tunable the tuner searches (tests/fleet/fleet_problems.py): many
 # CHUNK values and trials, so the run is still going while the screens are captured.
@@ -51,7 +64,7 @@ wait_for() {
   exit 1
 }
 # capture NAME: the screen as text, trailing blanks cut
-capture() { screen | sed -e 's/[[:space:]]*$//' > "$out/$1-80x24.txt"; echo "wrote $out/$1-80x24.txt"; }
+capture() { screen | sed -e 's/[[:space:]]*$//' > "$out/run-$1-80x24.txt"; echo "wrote $out/run-$1-80x24.txt"; }
 
 # The grid with data: both problems, each with its seed's speedup, and attempts counted in the header.
 wait_for 180 "the grid with the seeds' results" 'attempts [1-9]' \
@@ -72,6 +85,12 @@ capture detail
 tmux_ send-keys -t kf Escape
 wait_for 20 "the grid again" 'sort: key'
 tmux_ send-keys -t kf q
+# Where the UI knows it runs in the run's process, q asks first: the dialog is captured, then y.
+deadline=$((SECONDS + 10))
+while ((SECONDS < deadline)) && [[ ! -s $work/exit-status ]]; do
+  if screen | grep -q 'Quit and stop the run?'; then capture quit; tmux_ send-keys -t kf y; break; fi
+  sleep 0.3
+done
 deadline=$((SECONDS + 60))
 until [[ -s $work/exit-status ]]; do
   ((SECONDS < deadline)) || { echo "error: the run did not exit within 60s of q" >&2; screen >&2; exit 1; }

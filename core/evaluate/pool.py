@@ -90,6 +90,10 @@ class _DeviceSlot:
         self.spare = self._start("candidate") if spare else None
         self.baseliners = [_Baseliner(self) for _ in range(max(1, baseliners))]
         self.lent_s = 0.0  # device time candidate jobs lent to T_b's steps between their workloads
+        # The machine's state at this start (core.evaluate.baseline.machine), probed before this device's first T_b:
+        # a cached T_b taken in another state is measured again.
+        self.machine_now: dict[str, Any] | None = None
+        self.probe_lock = anyio.Lock()
 
     def _start(self, role: str) -> WorkerProcess:
         if role != "candidate":
@@ -246,8 +250,15 @@ class EvaluationPool:
         from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
-        slot, helper = min(((s, b) for s in self._slots for b in s.baseliners),
-                           key=lambda sb: (sb[1].lock.locked(), self._gates.load(sb[0].index), next(self._next)))
+        def least_busy() -> tuple[_DeviceSlot, _Baseliner]:
+            return min(((s, b) for s in self._slots for b in s.baseliners),
+                       key=lambda sb: (sb[1].lock.locked(), self._gates.load(sb[0].index), next(self._next)))
+
+        slot, helper = least_busy()
+        while slot.machine_now is None:  # probed first; then the pick is made again, with no await before its lock
+            await self._machine_now(slot, helper, priority)
+            slot, helper = least_busy()
+        machine_now = slot.machine_now or None
 
         compiling = tb.CompileBudget(compile_timeout_s)
 
@@ -266,10 +277,12 @@ class EvaluationPool:
                     return tb.request_for(problem, index, timing=timing, compile_timeout_s=0.0,
                                           compile_skip_reason=f"{compile_failure} (the last {timeout_s:.0f} s of "
                                                               f"this problem's compile time)",
-                                          use_cache=use_cache, forget=forget, blob_roots=blob_roots)
+                                          use_cache=use_cache, forget=forget, blob_roots=blob_roots,
+                                          machine_now=machine_now)
                 return tb.request_for(problem, index, timing=timing, compile_timeout_s=timeout_s,
                                       compile_failure=compile_failure, compile_skip_reason=skipped,
-                                      use_cache=use_cache, forget=forget, blob_roots=blob_roots)
+                                      use_cache=use_cache, forget=forget, blob_roots=blob_roots,
+                                      machine_now=machine_now)
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
@@ -293,6 +306,21 @@ class EvaluationPool:
             except WorkerGone:
                 pass  # a replaced process; the entry is dropped when the workload is measured again
         return [results[index] for index in indices]
+
+    async def _machine_now(self, slot: _DeviceSlot, helper: _Baseliner, priority: int) -> None:
+        """Probe this start's machine state on ``slot`` once, holding the device (``{}`` when it cannot be)."""
+        async with slot.probe_lock:
+            if slot.machine_now is not None:
+                return
+            slot.machine_now = {}
+            try:
+                async with helper.lock, self._holding(priority, slot, may_borrow=True) as (_, waited):
+                    self.usage.own_gpu_wait_s += waited
+                    reply = await helper.worker().request({"op": "machine_probe"}, self.load_timeout_s)
+            except WorkerGone:
+                helper.replace()
+                return
+            slot.machine_now = reply.get("machine") or {}
 
     async def _baseline_apart(self, slot: _DeviceSlot, helper: _Baseliner, request, compile_timeout_s: float,
                               priority: int) -> dict[str, Any]:

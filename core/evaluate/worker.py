@@ -517,7 +517,7 @@ class Judge:
         if op == "check":
             return self._check(request)
         if op in ("baseline", "baseline_lookup", "baseline_forget", "baseline_inputs", "baseline_prepare",
-                  "baseline_time"):
+                  "baseline_time", "machine_probe"):
             from core.evaluate.baseline import handle_request
 
             return handle_request(self, request)

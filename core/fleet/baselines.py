@@ -16,6 +16,7 @@ from dataclasses import asdict
 import anyio
 
 from core.evaluate.baseline import METHOD_COMPILED, WorkloadBaseline, sanity
+from core.evaluate.baseline.machine import MachineState, moved
 from core.evaluate.evaluator import Evaluator, Placement
 from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
@@ -85,14 +86,37 @@ class ModelBaselines:
                                                   blob_roots=self.blob_roots, priority=PREPARATION_PRIORITY,
                                                   device_model=model)
         baselines = [sanity.distrusted(b, sanity.below_roofline(b, sol.t_sol_ms.get(b.index))) for b in baselines]
-        infos = [WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
-                              b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
-                              b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable)
-                 for b in baselines]
+        infos = [_info(problem, b, sol) for b in baselines]
         line = (f"baseline measured on {len(infos)} workloads"
                 + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})" if sol.unavailable
-                   else "") + compile_outcome(baselines))
+                   else "") + compile_outcome(baselines) + machine_outcome(baselines))
         return infos, line
+
+
+def _info(problem: Problem, b: WorkloadBaseline, sol) -> WorkloadInfo:
+    then, now = MachineState.from_dict(b.machine), MachineState.from_dict(b.machine_now)
+    return WorkloadInfo(b.index, " ".join(f"{k}={v}" for k, v in problem.workloads[b.index].axes.items()),
+                        b.baseline_ms, sol.t_sol_ms.get(b.index), b.method, b.eager_ms, b.compiled_ms,
+                        b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable,
+                        then.probe_ms if then else None, then.load_1m if then else None,
+                        now.probe_ms if now else None, now.load_1m if now else None,
+                        moved(then, now) if b.ok else "", b.remeasured)
+
+
+def machine_outcome(baselines: list[WorkloadBaseline]) -> str:
+    """Where a cached T_b was measured again because the machine's state moved, and where a T_b still stands in
+    another state than this start's (its speedups are flagged)."""
+    parts = []
+    again = [b for b in baselines if b.remeasured]
+    if again:
+        parts.append(f"T_b measured again on workload {', '.join(str(b.index) for b in again)}: {again[0].remeasured}")
+    apart = [b for b in baselines if b.ok and moved(MachineState.from_dict(b.machine),
+                                                    MachineState.from_dict(b.machine_now))]
+    if apart:
+        first = moved(MachineState.from_dict(apart[0].machine), MachineState.from_dict(apart[0].machine_now))
+        parts.append(f"T_b of workload {', '.join(str(b.index) for b in apart)} taken in another machine state than "
+                     f"this start's, so their speedups are flagged: {first}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def compile_outcome(baselines: list[WorkloadBaseline]) -> str:

@@ -222,6 +222,8 @@ class Fleet:
             profile = agent.profile if agent.profile in self.profiles else \
                 round_robin(n, profile_specs(tuple(self.profiles.values())))
             self._set_profile(agent.id, profile)
+        if self.resume:
+            self._drop_stale_stops()
         for agent in self.store.agents():
             if agent.state == "stopped":  # stopped by the last start (its endpoint was down): a new start tries again
                 self.store.update_agent(agent.id, state="idle", problem_id=None)
@@ -353,7 +355,8 @@ class Fleet:
         waiting = [pid for pid in verifier.unverified() if pid in self.problems]
         if not waiting:
             return
-        self.event("log", f"re-verifying the best attempt of {len(waiting)} problems with {rounds} rounds of fresh "
+        self.event("log", f"re-verifying the best attempt of {len(waiting)} problem{'s' if len(waiting) != 1 else ''} "
+                          f"with {rounds} rounds of fresh "
                           f"inputs (upstream's rule; Ctrl-C or a stop control skips the rest)")
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -826,6 +829,15 @@ class Fleet:
         if switch is not None:
             self._set_profile(switch.agent_id, switch.new)
             self.event("decision", f"agent {self._names[switch.agent_id]}: {switch.reason}", agent_id=switch.agent_id)
+
+    def _drop_stale_stops(self) -> None:
+        """A stop asked of the last start that it never applied (asked while it re-verified its bests, after its
+        planner had ended) is not carried into this one: resuming is asking the run to go on."""
+        for control in self.store.controls(pending_only=True):
+            if control.command == "stop_run":
+                result = "dropped: the run had stopped before it was applied; --resume started it again"
+                self.store.mark_control_applied(control.id, result)
+                self.event("control", f"stop_run: {result}")
 
     def _apply_controls(self) -> None:
         for control in self.store.controls(pending_only=True):

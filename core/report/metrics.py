@@ -65,6 +65,9 @@ class RunReport:
     # problem key -> (workload index, why) of the workloads its attempts could not evaluate (UNAVAILABLE: on the
     # CPU the GPU-sized ones, a missing safetensors blob): its speedup and SOL are over the other workloads
     not_evaluated: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    # problem key -> (workload index, why) of the workloads whose T_b was taken in another machine state than the
+    # run's start (core.evaluate.baseline.machine): their speedups are flagged, not comparable
+    state_moved: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
     def device_word(self) -> str:
@@ -191,7 +194,19 @@ def build_report(reader: Queries) -> RunReport:
     keys = {row.id: row.key for row in reader.problems()}
     return RunReport(problems, fleet_summary(problems, totals, seed=True), fleet_summary(problems, totals),
                      reader.run_info(), reader.metrics(), reader.device_usage(),
-                     progress_over_time(reader.attempts(state="done"), keys), not_evaluated(reader))
+                     progress_over_time(reader.attempts(state="done"), keys), not_evaluated(reader),
+                     state_moved(reader))
+
+
+def state_moved(reader: Queries) -> dict[str, list[tuple[int, str]]]:
+    """Per problem, the workloads whose T_b stands in another machine state than the start that measured or
+    looked it up (``WorkloadInfo.state_moved``)."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for row in reader.problems():
+        moved = [(w.index, w.state_moved) for w in row.workloads if w.state_moved]
+        if moved:
+            out[row.key] = moved
+    return out
 
 
 def not_evaluated(reader: Queries) -> dict[str, list[tuple[int, str]]]:
@@ -221,6 +236,8 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "devices": [asdict(d) for d in report.devices],
         "not_evaluated": {key: [{"workload": i, "reason": why} for i, why in skipped]
                           for key, skipped in report.not_evaluated.items()},
+        "state_moved": {key: [{"workload": i, "reason": why} for i, why in moved]
+                        for key, moved in report.state_moved.items()},
     })
 
 

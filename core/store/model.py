@@ -43,6 +43,15 @@ class WorkloadInfo:
     timing_method: str = ""  # how T_b was timed (says "host-bound" when no lead could cover the launch)
     bound: str = ""  # what bounds T_sol: "memory", "compute" or "floor" (the fixed latency); "" not known
     t_b_unreliable: str = ""  # why a measured T_b was not trusted (core.evaluate.baseline.sanity); t_b_ms is None
+    # The machine's state (core.evaluate.baseline.machine) when T_b was measured, and at the start of the run that
+    # measured or looked it up; ``state_moved``: why the two are not comparable ("" when they are), so a speedup
+    # counted against this T_b is flagged; ``remeasured``: why a cached T_b was measured again.
+    probe_ms: float | None = None
+    load_1m: float | None = None
+    run_probe_ms: float | None = None
+    run_load_1m: float | None = None
+    state_moved: str = ""
+    remeasured: str = ""
 
 
 @dataclass(frozen=True)

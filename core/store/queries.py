@@ -114,6 +114,15 @@ class Queries:
                                  [*args, int(limit)]).fetchall()
         return [model.event_from_row(r) for r in reversed(rows)]
 
+    def lifecycle_events(self, since_id: int = 0) -> list[model.EventRow]:
+        """The events after ``since_id`` that tell the run's course (oldest first): its starts, resumes and ends
+        (kind "run"), the controls applied, and the log lines of the bests' re-verification (``core.fleet.verify``:
+        "re-verifying the best attempt of N problems ...", then "best attempt ID re-verified ..." or "... failed
+        re-verification ...", each with its problem)."""
+        return [model.event_from_row(r) for r in self.conn.execute(
+            "SELECT * FROM events WHERE id > ? AND (kind IN ('run', 'control') OR (kind = 'log' AND "
+            "(message LIKE 're-verif%' OR message LIKE 'best attempt %'))) ORDER BY id", (since_id,))]
+
     def controls(self, *, pending_only: bool = False) -> list[model.ControlRow]:
         sql = "SELECT * FROM controls" + (" WHERE applied_at IS NULL" if pending_only else "") + " ORDER BY id"
         return [model.control_from_row(r) for r in self.conn.execute(sql)]

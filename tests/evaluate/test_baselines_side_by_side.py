@@ -60,6 +60,11 @@ def test_two_problems_compile_side_by_side_on_one_device(tmp_path, monkeypatch):
     async def scenario():
         async with EvaluationPool("cpu", spare=False, workload_timeout_s=60, baseliners_per_device=2) as pool:
             assert pool.baselines_at_once == 2
+            # Both baseline processes started, as after a run's first problems: the first T_b's machine probe
+            # starts one of them early, and a cold start of the other (seconds) would otherwise decide the overlap.
+            for slot in pool._slots:
+                for baseliner in slot.baseliners:
+                    await baseliner.worker().wait_ready()
             results = {}
 
             async def measure(problem):

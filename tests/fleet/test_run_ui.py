@@ -1,5 +1,5 @@
 """`kernelfleet run` without --headless, in a real terminal (tmux): the UI shows the run's problems while the core
-works in the same process, and closing the UI stops the run cleanly."""
+works in the same process, q asks first, and closing the UI stops the run cleanly."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def test_run_shows_the_ui_and_quitting_it_stops_the_run(tmp_path):
         wait_for(lambda: "cpu/row_rmsnorm" in screen() and "cpu/scaled_relu" in screen(), 120, "the problem grid")
         wait_for(lambda: (read(run_dir, lambda r: r.attempt_count()) or 0) >= 2, 120, "attempts while the UI is up")
         subprocess.run([*tmux, "send-keys", "q"], check=True)
+        wait_for(lambda: "Quit and stop the run?" in screen(), 30, "q to ask first (the run is in this process)")
+        assert not done.exists()
+        subprocess.run([*tmux, "send-keys", "y"], check=True)
         wait_for(done.exists, 60, "the run to exit")
         time.sleep(0.2)
         assert done.read_text().strip() == "0"

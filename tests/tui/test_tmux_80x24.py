@@ -1,7 +1,7 @@
 """A new user's first look, in a real 80x24 terminal: `kernelfleet run --device cpu` (the UI in the same process) on
 two small CPU problems in a detached tmux session, driven with the steps of bench/screens/capture.sh (without
-waiting for the seeds' results): the grid, `?` (the key help), enter (the first problem's detail), then q, which
-stops the run cleanly."""
+waiting for the seeds' results): the grid, `?` (the key help), enter (the first problem's detail), then q (and y
+where it asks), which stops the run cleanly."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_a_cpu_run_at_80x24_shows_the_grid_the_help_and_a_detail(tmp_path, tmux)
     assert_footer_keeps_quit_help_stop(grid[-1])
 
     tmux.send("?")
-    help_screen = tmux.wait_for(lambda t: "Keys (no mouse needed" in t and "quit the watcher" in t, 20, "the help")
+    help_screen = tmux.wait_for(lambda t: "Keys (no mouse needed" in t and "quit: stops the run" in t, 20, "the help")
     assert_fits(help_screen)
     assert "╰" in help_screen.splitlines()[-1]  # the whole help fits: its box closes on the last line
     assert unlisted_keys(help_screen) == []
@@ -94,7 +94,14 @@ def test_a_cpu_run_at_80x24_shows_the_grid_the_help_and_a_detail(tmp_path, tmux)
     tmux.send("Escape")
     tmux.wait_for(lambda t: "sort: key" in t, 20, "the grid again")
     tmux.send("q")
+    # With the UI in the run's process (make_app(in_process=True) in cli/run_cmd.py) q asks first; y stops the run.
     status = tmp_path / "exit-status"
+    deadline = time.monotonic() + 10
+    while not status.exists() and time.monotonic() < deadline:
+        if "Quit and stop the run?" in tmux.screen():
+            tmux.send("y")
+            break
+        time.sleep(0.2)
     deadline = time.monotonic() + 30
     while not (status.exists() and status.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -93,11 +93,15 @@ async def test_footer_draws_the_screens_keys_on_one_line_and_a_click_presses_one
     async with app.run_test(size=(120, 24)) as pilot:
         footer = app.screen.query_one(KeyFooter)
         line = footer.render_line(0).text
-        assert line.startswith(" ⏎ detail  space pause ") and line.rstrip().endswith("^p palette")
+        assert line.startswith(" ⏎ detail  b best  w worst  space pause ") and line.rstrip().endswith("^p palette")
         assert not footer.children
         start = line.index(" + prio+")
         await pilot.click(KeyFooter, offset=(start + 1, 0))
         assert app.wait_controls()
+        await pilot.pause()
+        line = footer.render_line(0).text  # the message takes the keys' place for a while, not the grid's
+        assert line.startswith(" sent bump_priority L1/attention +1 ") and line.rstrip().endswith("^p palette")
+        app.clear_status()
         await pilot.press("enter")
         await pilot.pause()
         assert app.screen.query_one(KeyFooter).render_line(0).text.startswith(" esc back  d diffs ")
@@ -107,7 +111,7 @@ async def test_footer_draws_the_screens_keys_on_one_line_and_a_click_presses_one
 async def test_at_80x24_help_quit_and_stop_stay_in_the_footer_and_help_lists_every_key(make):
     from textual.widgets import Static
 
-    from tui.dialogs import KEYS_HELP, HelpScreen
+    from tui.dialogs import HelpScreen, keys_help
 
     app = make()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -118,8 +122,8 @@ async def test_at_80x24_help_quit_and_stop_stay_in_the_footer_and_help_lists_eve
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         shown = app.screen.query_one(Static)
-        assert shown.region.width >= 70 and shown.region.height == len(KEYS_HELP.splitlines())
-    assert unlisted_keys(KEYS_HELP) == []
+        assert shown.region.width >= 70 and shown.region.height == len(keys_help(False).splitlines())
+    assert unlisted_keys(keys_help(False)) == [] and unlisted_keys(keys_help(True)) == []
 
 
 async def test_kept_screens_catch_up_when_shown_again(make, run_dir):

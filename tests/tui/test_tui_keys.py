@@ -12,6 +12,7 @@ from tui.agents.screen import AgentsScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LogsScreen
 from tui.logs.view import LogView
+from tui.problems.model import column
 from tui.problems.screen import ProblemsScreen
 from tui_store import controls
 
@@ -194,7 +195,7 @@ async def test_polling_reads_only_what_is_new(make, run_dir):
         assert len(log.lines) == lines + 1 and "hello from the test" in log.lines[-1]
         await pilot.press("escape")
         grid = app.screen.grid
-        assert grid._cells["cpu/row_rmsnorm"][5] == "9.50x"
+        assert grid._cells["cpu/row_rmsnorm"][column("speedup")] == "9.50x"
 
 
 async def test_timed_polling_in_a_thread(make, run_dir):
@@ -209,7 +210,7 @@ async def test_timed_polling_in_a_thread(make, run_dir):
                 break
         assert app.polls >= 1
         key = app.snapshot.problem_by_id(2).key
-        assert app.screen.grid._cells[key][2].startswith("plateaued")
+        assert app.screen.grid._cells[key][column("status")].startswith("plateaued")
 
 
 async def test_command_palette_lists_the_keys(make):

@@ -41,6 +41,8 @@ def test_watch_in_a_real_terminal(tmux, run_dir):
     tmux.wait_for(lambda t: "last control: bump_priority L1/attention 1" in t, what="the pending control")
     tmux.send("Down", "Enter")
     tmux.wait_for(lambda t: "T_sol ms" in t and "L1/conv1d" in t, what="the detail of L1/conv1d")
-    tmux.send("Escape", "q")
+    tmux.send("Escape")  # alone: ESC and q in one read are alt+q
+    tmux.wait_for(lambda t: "sort: key" in t, what="the grid again")
+    tmux.send("q")
     tmux.wait_for(lambda t: "L1/attention" not in t, what="the watcher to quit", timeout=15)
     assert controls(run_dir) == [("bump_priority", "L1/attention", "1")]  # quitting sent nothing

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.store.model import AttemptRow, ProblemRow
-from tui.formatting import fmt_count, fmt_ms, fmt_sol, fmt_x
+from tui.formatting import fmt_count, fmt_ms, fmt_sol, fmt_x, plural
 from tui.snapshot import Snapshot
 
 WORKLOAD_COLUMNS = ("#", "axes", "T_b ms", "T_sol ms", "best ms", "speedup", "SOL")
@@ -42,9 +42,11 @@ def attempt_cells(a: AttemptRow, s: Snapshot) -> tuple[str, ...]:
 
 
 def problem_summary_line(p: ProblemRow, s: Snapshot) -> str:
-    agents = ", ".join(a.name for a in s.agents_on(p.id)) or "none"
+    names = [a.name for a in s.agents_on(p.id)]
+    agents = f"agent{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "no agent"
     flags = " ".join(f for f, on in (("paused", p.paused), ("pinned", p.pinned)) if on)
-    return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · agents {agents}\n"
+    device = s.run.device_word if s.run is not None else "GPU"  # the seconds its attempts held the run's devices
+    return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · {agents}\n"
             f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)} (seed {fmt_x(p.seed_speedup)} SOL "
-            f"{fmt_sol(p.seed_sol)}) · {p.attempts} attempts, {p.failures_in_row} failing in a row · "
-            f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} GPU s")
+            f"{fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "
+            f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} {device} s")

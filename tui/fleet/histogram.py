@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.fleet.model import SOL_EDGES, SPEEDUP_EDGES, speedup_label
-from tui.formatting import histogram
+from tui.formatting import histogram, plural
 from tui.snapshot import Delta, Snapshot
 
 
@@ -17,9 +17,10 @@ def histogram_text(s: Snapshot, width: int = 30) -> str:
     sols = [p.best_sol for p in s.problems]
     speedups = [p.best_speedup for p in s.problems]
     solved = sum(v is not None for v in sols)
-    lines = [f"Best SOL score, {solved}/{len(sols)} problems with a score", ""]
+    lines = [f"Best SOL score, {solved}/{plural(len(sols), 'problem')} with a score", ""]
     lines += histogram(sols, SOL_EDGES, width)
-    lines += ["", f"Best speedup, {sum(v is not None for v in speedups)}/{len(speedups)} problems with a speedup", ""]
+    with_speedup = sum(v is not None for v in speedups)
+    lines += ["", f"Best speedup, {with_speedup}/{plural(len(speedups), 'problem')} with a speedup", ""]
     lines += histogram(speedups, SPEEDUP_EDGES, width, speedup_label)
     return "\n".join(lines)
 

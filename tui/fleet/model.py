@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from core.report.progress import duration, is_prepared, preparation_left_s
 from core.roofline.sol import geomean
 from core.store.model import ProblemRow
+from tui.fleet.lifecycle import state_text
 from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
 from tui.snapshot import Snapshot
 
@@ -26,7 +27,7 @@ def done_count(problems: Iterable[ProblemRow]) -> int:
 
 def header_lines(s: Snapshot) -> list[str]:
     run = s.run
-    state = run.state if run else "?"
+    state = state_text(run, s.lifecycle)
     end = run.ended_at if run and run.ended_at else s.now
     elapsed = fmt_duration(end - run.created_at) if run else "—"
     active = sum(p.status == "active" for p in s.problems)
@@ -43,8 +44,10 @@ def header_lines(s: Snapshot) -> list[str]:
     if run is not None and run.state == "running" and prepared < len(s.problems):
         left = preparation_left_s(prepared, len(s.problems), s.now - run.created_at)
         progress = f"preparing {prepared}/{len(s.problems)}" + (f", ~{duration(left)} left" if left else "")
-    else:
+    elif state == "running":
         progress = f"problems {active} active, {done_count(s.problems)} done / {len(s.problems)}"
+    else:  # no agent works on a problem any more, whatever its status says
+        progress = f"problems {done_count(s.problems)} done / {len(s.problems)}"
     line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)

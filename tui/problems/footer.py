@@ -4,12 +4,17 @@ Textual's Footer is a widget per key (about ten on each screen here), rebuilt wh
 signalled (when the screen comes back, when focus moves, even while the screen is being popped). Each of those
 widgets is restyled whenever its screen is shown again, which was a fifth of the cost of opening a problem's detail;
 rebuilding them cost hundreds of ms on a busy box with keys queued behind it. This footer redraws its one line when
-the keys it shows change. Clicking a key presses it; keys are not highlighted under the mouse."""
+the keys it shows change. Clicking a key presses it; keys are not highlighted under the mouse.
+
+It is also where the watcher's messages show (the app's ``status``: control results, warnings), for a few seconds,
+in place of the keys on the left: a toast would cover the grid's data."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -23,9 +28,18 @@ from textual.widgets import Footer
 ALWAYS_SHOWN = ("question_mark", "q", "S")
 
 
+@dataclass(frozen=True)
+class StatusMessage:
+    """A message for the footer line; severity as Textual's notify has it (information, warning, error)."""
+
+    text: str
+    severity: str = "information"
+
+
 class KeyFooter(Widget):
     ALLOW_SELECT = False
-    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator"}
+    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator",
+                         "key-footer--information", "key-footer--warning", "key-footer--error"}
     DEFAULT_CSS = """
     KeyFooter {
         color: $footer-foreground;
@@ -38,6 +52,9 @@ class KeyFooter(Widget):
             background: $footer-description-background;
         }
         & > .key-footer--separator { color: $foreground 20%; }
+        & > .key-footer--information { color: $text-accent; text-style: bold; }
+        & > .key-footer--warning { color: $text-warning; text-style: bold; }
+        & > .key-footer--error { color: $text-error; text-style: bold; }
     }
     """
 
@@ -46,7 +63,7 @@ class KeyFooter(Widget):
         self._shown: tuple[tuple[str, str, str, bool], ...] = ()  # (key, key display, description, enabled)
         self._palette: tuple[str, str, str, bool] | None = None  # the command palette's key, drawn on the right
         self._spans: list[tuple[int, int, str, bool]] = []  # (start, end, key, enabled) of each key drawn
-        self._line: tuple[int, Strip] | None = None  # (width, strip) last drawn
+        self._line: tuple[int, StatusMessage | None, Strip] | None = None  # (width, message, strip) last drawn
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -79,6 +96,11 @@ class KeyFooter(Widget):
             self._shown, self._palette = tuple(shown.values()), palette
             self._line = None
             self.refresh()
+        elif self._line is not None and self._line[1] != self._message():
+            self.refresh()  # the message changed while this screen was covered
+
+    def _message(self) -> StatusMessage | None:
+        return getattr(self.app, "status", None)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -86,11 +108,12 @@ class KeyFooter(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if self._line is None or self._line[0] != width:
-            self._line = (width, self._draw(width))
-        return self._line[1]
+        message = self._message()
+        if self._line is None or self._line[:2] != (width, message):
+            self._line = (width, message, self._draw(width, message))
+        return self._line[2]
 
-    def _draw(self, width: int) -> Strip:
+    def _draw(self, width: int, message: StatusMessage | None = None) -> Strip:
         base = self.rich_style
         key_style = base + self.get_component_rich_style("key-footer--key")
         description_style = base + self.get_component_rich_style("key-footer--description")
@@ -117,6 +140,15 @@ class KeyFooter(Widget):
             right += [Segment(display, key_style), Segment(" " + description, description_style), Segment(" ", base)]
             right_spans[-1] = (*right_spans[-1][:1], sum(s.cell_length for s in right), *right_spans[-1][2:])
         room = max(0, width - sum(s.cell_length for s in right))
+        if message is not None:
+            self._spans = []
+            style = base + self.get_component_rich_style(f"key-footer--{message.severity}", partial=True) \
+                if f"key-footer--{message.severity}" in self.COMPONENT_CLASSES else base
+            text = f" {message.text} "
+            if cell_len(text) > room:  # a long message takes the whole line: it is there for a few seconds
+                return Strip([Segment(text, style)]).crop_extend(0, width, base)
+            self._spans = [(room + start, room + end, key, enabled) for start, end, key, enabled in right_spans]
+            return Strip([*Strip([Segment(text, style)]).crop_extend(0, room, base), *right]).crop(0, width)
         left: list[Segment] = []
         self._spans = []
         x = 0

@@ -18,15 +18,23 @@ from textual.strip import Strip
 from tui.problems.model import GRID_COLUMNS
 from tui.rows import ROW_BINDINGS, CursorRows
 
-NARROW = 110  # below this width the subset column is left out (the key holds it)
-
-# column key -> width (None: sized from the content)
-_WIDTHS = {"key": None, "subset": 10, "priority": 3, "status": 9, "agents": 2, "attempts": 4, "speedup": 7,
-           "sol": 13, "change": 4}
+# column key -> width (the key column is as wide as the longest key)
+_WIDTHS = {"subset": 10, "priority": 3, "status": 11, "agents": 2, "attempts": 4, "speedup": 7, "bar": 8, "sol": 4,
+           "change": 4}
 _LABELS = dict(GRID_COLUMNS)
+_INDEX = {key: i for i, (key, _) in enumerate(GRID_COLUMNS)}
+NARROW_STATUS = 9  # "over budget" reads "over budg"
+# What gives way, in order, when the row is wider than the grid: the subset (the key holds it), the SOL bar (the
+# number stays), the last change's age, the status's last cells, the priority. Only then is the key cut.
+GIVE_WAY = ("subset", "bar", "change", "status", "priority")
 
 # row variants
 _EVEN, _ODD, _CURSOR = 0, 1, 2
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, ending in "…" when it is cut."""
+    return set_cell_size(text, width) if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"
 
 
 class ProblemGrid(CursorRows, can_focus=True):
@@ -70,9 +78,9 @@ class ProblemGrid(CursorRows, can_focus=True):
         self._order: list[str] | None = None
         self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
-        self._narrow: bool | None = None
-        self._columns: tuple[str, ...] = ()
-        self._key_width = 12
+        self._columns: tuple[str, ...] = ()  # the columns shown (GRID_COLUMNS keys), as laid out for the width
+        self._picks: tuple[int, ...] = ()  # their indexes in a row's cells
+        self._key_width = 12  # the longest key seen
         self._strips: dict[str, tuple[tuple[str, ...], int, Strip]] = {}  # row key -> (cells, variant, strip)
         self._layout: tuple[int, tuple[int, ...]] | None = None  # (widget width, column widths)
         self._header: Strip | None = None
@@ -89,48 +97,43 @@ class ProblemGrid(CursorRows, can_focus=True):
             return None
         return self._order[self.cursor_row]
 
-    def _setup_columns(self, rows: list[tuple[str, tuple[str, ...]]]) -> None:
-        narrow = self._narrow
-        self._columns = tuple(k for k, _ in GRID_COLUMNS if not (narrow and k == "subset"))
-        key_width = max([12, *(len(k) for k, _ in rows)])
-        self._key_width = min(key_width, 22 if narrow else 40)
-        self._forget_render()
+    def select(self, key: str) -> None:
+        """The cursor to the row of ``key`` (nothing when it is not shown)."""
+        if key in self._index:
+            self.move_cursor(self._index[key])
 
     def _widths(self, width: int) -> tuple[int, ...]:
-        """Column widths (without the one-cell padding either side) for a widget ``width`` cells wide: the key
-        column gives way when the rest would not fit."""
+        """The columns shown and their widths (without the one-cell padding either side) in a grid ``width`` cells
+        wide: the key column as wide as the longest key, the others giving way (GIVE_WAY) until the row fits."""
         if self._layout is not None and self._layout[0] == width:
             return self._layout[1]
-        widths = []
-        for key in self._columns:
-            w = _WIDTHS[key]
-            if key == "key":
-                w = self._key_width
-            elif key == "status" and not self._narrow:
-                w = 11
-            widths.append(w)
-        over = sum(w + 2 for w in widths) - width
-        if over > 0 and widths:
-            widths[0] = max(8, widths[0] - over)
-        self._layout = (width, tuple(widths))
+        widths = {"key": self._key_width, **_WIDTHS}
+        for column in GIVE_WAY:
+            if sum(w + 2 for w in widths.values()) <= width:
+                break
+            if column == "status":
+                widths["status"] = NARROW_STATUS
+            else:
+                del widths[column]
+        over = sum(w + 2 for w in widths.values()) - width
+        if over > 0:
+            widths["key"] = max(8, widths["key"] - over)
+        self._columns = tuple(widths)
+        self._picks = tuple(_INDEX[c] for c in self._columns)
+        self._layout = (width, tuple(widths.values()))
         self._strips.clear()
         self._header = None
         return self._layout[1]
-
-    def _project(self, cells: tuple[str, ...]) -> tuple[str, ...]:
-        full = dict(zip((k for k, _ in GRID_COLUMNS), cells))
-        return tuple(full[k] for k in self._columns)
 
     def show(self, rows: list[tuple[str, tuple[str, ...]]]) -> None:
         """Show ``rows`` ((key, cells in GRID_COLUMNS order), in display order). The same order: only the visible
         rows whose cells changed are repainted. A changed order or set of rows repaints the view, keeping the
         cursor on the same problem."""
-        narrow = self.app.size.width < NARROW
-        relayout = narrow != self._narrow
+        longest = max([self._key_width, *(cell_len(k) for k, _ in rows)])
+        relayout = longest != self._key_width
         if relayout:
-            self._narrow = narrow
-            self._setup_columns(rows)
-        rows = [(k, self._project(c)) for k, c in rows]
+            self._key_width = longest
+            self._forget_render()
         order = [k for k, _ in rows]
         if relayout or order != self._order:
             selected = self.selected_key
@@ -173,7 +176,7 @@ class ProblemGrid(CursorRows, can_focus=True):
         self._strips.clear()
 
     def _line(self, texts: tuple[str, ...], widths: tuple[int, ...], fixed: Style, rest: Style, width: int) -> Strip:
-        first = " " + set_cell_size(texts[0], widths[0]) + " " if texts else ""
+        first = " " + _cut(texts[0], widths[0]) + " " if texts else ""
         others = "".join(" " + set_cell_size(t, w) + " " for t, w in zip(texts[1:], widths[1:]))
         segments = [Segment(first, fixed), Segment(others, rest)]
         return Strip(segments, cell_len(first) + cell_len(others)).adjust_cell_length(width, rest)
@@ -201,6 +204,6 @@ class ProblemGrid(CursorRows, can_focus=True):
         else:
             rest = self._style("problem-grid--odd-row" if variant == _ODD else "problem-grid--even-row")
             fixed = rest + self.get_component_rich_style("problem-grid--fixed")
-        strip = self._line(cells, widths, fixed, rest, width)
+        strip = self._line(tuple(cells[i] for i in self._picks), widths, fixed, rest, width)
         self._strips[key] = (cells, variant, strip)
         return strip

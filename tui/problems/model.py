@@ -46,7 +46,8 @@ def filter_problems(problems: Iterable[ProblemRow], text: str) -> list[ProblemRo
 
 
 GRID_COLUMNS = (("key", "problem"), ("subset", "subset"), ("priority", "pri"), ("status", "status"),
-                ("agents", "ag"), ("attempts", "att"), ("speedup", "best"), ("sol", "SOL"), ("change", "chg"))
+                ("agents", "ag"), ("attempts", "att"), ("speedup", "best"), ("bar", ""), ("sol", "SOL"),
+                ("change", "chg"))
 
 
 def status_text(p: ProblemRow) -> str:
@@ -57,8 +58,30 @@ def status_text(p: ProblemRow) -> str:
 def problem_cells(p: ProblemRow, agents: int, now: float, bar_width: int = 8) -> tuple[str, ...]:
     """One grid row as plain strings, in GRID_COLUMNS order."""
     return (p.key, p.subset, f"{p.priority:+d}" if p.priority else "0", status_text(p), str(agents) if agents else "",
-            str(p.attempts), fmt_x(p.best_speedup), f"{sol_bar(p.best_sol, bar_width)} {fmt_sol(p.best_sol)}",
+            str(p.attempts), fmt_x(p.best_speedup), sol_bar(p.best_sol, bar_width), fmt_sol(p.best_sol),
             fmt_ago(p.last_change_at, now))
+
+
+def column(name: str) -> int:
+    """The index of the GRID_COLUMNS column ``name`` in a row's cells."""
+    return next(i for i, (key, _) in enumerate(GRID_COLUMNS) if key == name)
+
+
+def _speedups(problems: Iterable[ProblemRow], filter_text: str) -> list[ProblemRow]:
+    return sorted((p for p in filter_problems(problems, filter_text) if p.best_speedup is not None),
+                  key=lambda p: (p.best_speedup, p.key))
+
+
+def best_key(s: Snapshot, filter_text: str = "") -> str | None:
+    """The shown problem with the highest best speedup (None when no shown problem has one)."""
+    rows = _speedups(s.problems, filter_text)
+    return rows[-1].key if rows else None
+
+
+def worst_key(s: Snapshot, filter_text: str = "") -> str | None:
+    """The shown problem with the lowest best speedup among those that have one."""
+    rows = _speedups(s.problems, filter_text)
+    return rows[0].key if rows else None
 
 
 def grid_rows(s: Snapshot, sort: int, filter_text: str) -> list[tuple[str, tuple[str, ...]]]:

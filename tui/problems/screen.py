@@ -1,4 +1,5 @@
-"""The main screen: the fleet header over the problem grid, with a filter input."""
+"""The main screen: the fleet header over the problem grid, with a filter input, and the agents' activity in the
+rows the grid leaves empty."""
 
 from __future__ import annotations
 
@@ -9,16 +10,21 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from tui.controls import control_line
+from tui.agents.panel import ActivityPanel
 from tui.fleet.header import FleetHeader
+from tui.fleet.lifecycle import stop_done
+from tui.formatting import plural
 from tui.problems.footer import KeyFooter
 from tui.problems.grid import ProblemGrid
-from tui.problems.model import SORTS
+from tui.problems.model import SORTS, best_key, worst_key
 from tui.snapshot import Delta, Snapshot
 
 
 class ProblemsScreen(Screen):
     AUTO_FOCUS = "#grid"
     BINDINGS = [
+        Binding("b", "jump('best')", "best"),
+        Binding("w", "jump('worst')", "worst"),
         Binding("space", "pause", "pause"),
         Binding("a", "agent", "agent"),
         Binding("plus", "bump(1)", "prio+"),
@@ -34,7 +40,10 @@ class ProblemsScreen(Screen):
     ProblemsScreen #filter { display: none; height: 3; }
     ProblemsScreen #filter.shown { display: block; }
     ProblemsScreen ProblemGrid { height: 1fr; }
+    ProblemsScreen ActivityPanel { display: none; height: 1fr; }
+    ProblemsScreen ActivityPanel.shown { display: block; }
     """
+    FIXED_ROWS = 4  # the header's two, the sort line and the footer
 
     def __init__(self):
         super().__init__()
@@ -42,12 +51,15 @@ class ProblemsScreen(Screen):
         self.filter_text = ""
         self._bar = ""
         self._stale = False
+        self._panel: tuple[int, bool, int] = (0, False, 0)  # the activity panel's (height, two lines an agent) and
+        # the grid's rows it was laid out for
 
     def compose(self) -> ComposeResult:
         yield FleetHeader(id="header")
         yield Static(id="gridbar")
         yield Input(placeholder="filter on key or status (enter: keep, escape: clear)", id="filter")
         yield ProblemGrid(id="grid")
+        yield ActivityPanel(id="activity")
         yield KeyFooter()
 
     @property
@@ -80,13 +92,35 @@ class ProblemsScreen(Screen):
         parts = [f"sort: {SORTS[self.sort].name}"]
         if self.filter_text:
             parts.append(f"filter: {self.filter_text!r}")
-        parts.append(f"{len(rows)}/{len(snapshot.problems)} problems")
+        parts.append(f"{len(rows)}/{plural(len(snapshot.problems), 'problem')}")
         if snapshot.controls:
-            parts.append("last control: " + control_line(snapshot.controls[-1]))
+            last = snapshot.controls[-1]
+            parts.append("last control: " + control_line(last, stop_done(last, snapshot.run, snapshot.lifecycle)))
         bar = " · ".join(parts)
         if bar != self._bar:
             self._bar = bar
             self.query_one("#gridbar", Static).update(bar)
+        self._show_activity(snapshot, len(rows))
+
+    def _show_activity(self, snapshot: Snapshot, grid_rows: int) -> None:
+        """The activity panel in the rows the grid (its header and rows) leaves empty: two lines an agent where
+        they fit, else one; none when not even one agent's line fits."""
+        agents = len(snapshot.agents)
+        free = self.size.height - self.FIXED_ROWS - (3 if self.query_one("#filter").has_class("shown") else 0) \
+            - (grid_rows + 1)
+        two = free >= ActivityPanel.rows_wanted(agents, True)
+        height = min(free, ActivityPanel.rows_wanted(agents, two))
+        if height < 2:
+            height = 0
+        panel = self.query_one(ActivityPanel)
+        if (height, two, grid_rows) != self._panel:
+            self._panel = (height, two, grid_rows)
+            panel.set_class(height > 0, "shown")
+            # The grid as tall as its rows and the panel right under it, taking the rest; without the panel the
+            # grid takes it all.
+            self.grid.styles.height = grid_rows + 1 if height else "1fr"
+        if height:
+            panel.show(snapshot, self.app.activity, two)
 
     def selected(self):
         key = self.grid.selected_key
@@ -106,6 +140,14 @@ class ProblemsScreen(Screen):
     def action_pin(self) -> None:
         self.app.toggle_pin(self.selected())
 
+    def action_jump(self, which: str) -> None:
+        """The cursor to the shown problem with the highest (best) or lowest (worst) best speedup."""
+        key = (best_key if which == "best" else worst_key)(self.app.snapshot, self.filter_text)
+        if key is None:
+            self.app.notify("no shown problem has a speedup yet")
+            return
+        self.grid.select(key)
+
     def action_sort(self) -> None:
         self.sort = (self.sort + 1) % len(SORTS)
         self._view_changed()
@@ -114,6 +156,7 @@ class ProblemsScreen(Screen):
         box = self.query_one("#filter", Input)
         box.add_class("shown")
         box.focus()
+        self.show(self.app.snapshot, None)  # the box takes rows from the activity panel
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)

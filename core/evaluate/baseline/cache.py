@@ -83,7 +83,8 @@ class BaselineCache:
             self.root.mkdir(parents=True, exist_ok=True)
             with _locked(self.root / f"{key}.lock"):
                 data = self.read(key) or {"format": FORMAT_VERSION, "key": key, **about, "workloads": {}}
-                data.setdefault("workloads", {})[str(result.index)] = result.replace(cached=False).to_dict()
+                kept = result.replace(cached=False, machine_now=None, remeasured="")
+                data.setdefault("workloads", {})[str(result.index)] = kept.to_dict()
                 self._write(key, data)
         except (OSError, ValueError):
             pass

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from core.evaluate.baseline import machine
 from core.evaluate.baseline.cache import BaselineCache, baseline_key, problem_content_hash
 from core.evaluate.baseline.measure import (FatalDeviceError, _one_line, device_name,
                                             make_workload_inputs, measure_workload, prepare_workload,
@@ -40,16 +41,19 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     import torch
 
     op = request.get("op", "baseline")
+    if op == "machine_probe":  # sent holding the device
+        return {"status": "ok", "machine": machine.take(judge.device).to_dict()}
+    now = machine.MachineState.from_dict(request.get("machine_now"))
     if op == "baseline_time":
         pending, judge.pending_baseline = getattr(judge, "pending_baseline", None), None
         if pending is None:
             return {"status": "error", "reason": "no prepared baseline to time"}
-        prepared, cache_key, meta, policy = pending
+        prepared, cache_key, meta, policy, now, stale = pending  # the request is {"op": "baseline_time"} alone
         try:
             result = time_prepared(prepared, judge.device, policy)
         except FatalDeviceError as exc:
             return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-        return _finished(result, cache_key, meta)
+        return _finished(result, cache_key, meta, judge.device, now, stale)
 
     judge.pending_baseline = None
     made_before, judge.pending_inputs = getattr(judge, "pending_inputs", None), None
@@ -72,10 +76,15 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         BaselineCache().forget(cache_key, index)
         if op == "baseline_forget":
             return {"status": "ok"}
+    stale = ""
     if request.get("use_cache", True):
         found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
-        if found is not None:
-            return {"status": "ok", "baseline": found.to_dict()}
+        # Start against start: both probed the same way, in a fresh process before any T_b, so the comparison
+        # is not thrown by the probe's own warm-up (a figure from before starts were kept: its measurement's probe).
+        stale = machine.moved(machine.MachineState.from_dict(found.machine_start or found.machine), now) \
+            if found is not None else ""
+        if found is not None and not stale:
+            return {"status": "ok", "baseline": found.replace(machine_now=request.get("machine_now")).to_dict()}
     if op == "baseline_lookup":
         return {"status": "miss"}
     meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
@@ -91,49 +100,57 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
                                           input_sets=input_sets, try_compile=try_compile,
                                           compile_attempted=options["compile_attempted"])
             if isinstance(inputs, WorkloadBaseline):
-                return _finished(inputs, cache_key, meta)
+                return _finished(inputs, cache_key, meta, judge.device, now, stale)
             judge.pending_inputs = (cache_key, index, inputs)
             return {"status": "ready"}
         if op == "baseline_prepare":
             inputs = made_before[2] if made_before is not None and made_before[:2] == (cache_key, index) else None
             prepared, abandoned = prepare_workload(problem, index, judge.device, policy, inputs=inputs, **options)
-            if isinstance(prepared, WorkloadBaseline):
-                return _finished(prepared, cache_key, meta)
+            if isinstance(prepared, WorkloadBaseline):  # a failure (no GPU held here: no probe)
+                return _finished(prepared, cache_key, meta, None, now, stale)
             if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process
                 return {"status": "ok", "abandoned": prepared.compile_reason, "restart": True}
-            judge.pending_baseline = (prepared, cache_key, meta, policy)
+            judge.pending_baseline = (prepared, cache_key, meta, policy, now, stale)
             return {"status": "ready"}
         result, abandoned = measure_workload(problem, index, judge.device, policy, **options)
     except FatalDeviceError as exc:
         return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-    reply = _finished(result, cache_key, meta)
+    reply = _finished(result, cache_key, meta, judge.device, now, stale)
     if abandoned:
         reply["restart"] = True
     return reply
 
 
-def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], device,
+              now: machine.MachineState | None, stale: str) -> dict[str, Any]:
+    """A measured T_b, with the machine's state probed right after it (``device`` held; None: no probe), cached
+    when trusted. ``now``: this start's state; ``stale``: why a cached figure was measured again."""
     result = distrusted(result, spread_problem(result))
+    if result.ok and device is not None:
+        result = result.replace(machine=machine.take(device).to_dict(), machine_start=now.to_dict() if now else None)
     if result.ok:
         BaselineCache().store(cache_key, result, meta)
-    return {"status": "ok", "baseline": result.to_dict()}
+    return {"status": "ok", "baseline": result.replace(machine_now=now.to_dict() if now else None,
+                                                       remeasured=stale).to_dict()}
 
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
                 compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_failure: str = "",
                 compile_skip_reason: str = "", use_cache: bool = True, forget: bool = False,
-                input_sets: int = DEFAULT_INPUT_SETS, blob_roots: tuple[str, ...] = ()) -> dict[str, Any]:
+                input_sets: int = DEFAULT_INPUT_SETS, blob_roots: tuple[str, ...] = (),
+                machine_now: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile
     (``compile_skip_reason`` says why, when there is more to say than that); ``compile_failure`` says a compile was
     already tried and failed outside the judge (it was killed), so the judge measures eager only and records that
-    reason."""
+    reason. ``machine_now``: this start's machine state (``machine.MachineState`` as a dict): a cached T_b taken in
+    another state is measured again."""
     skip = compile_failure or ("" if compile_timeout_s > 0 else
                                compile_skip_reason or "torch.compile skipped (compile timeout 0)")
     return {"op": "baseline", "problem_dir": str(Path(problem.path).resolve()), "blob_roots": list(blob_roots),
             "workload": index, "timing": asdict(timing) if timing is not None else None, "input_sets": input_sets,
             "compile": not skip, "compile_timeout_s": compile_timeout_s, "compile_skip_reason": skip,
             "compile_attempted": True if compile_failure else None, "use_cache": use_cache and not forget,
-            "forget": forget}
+            "forget": forget, "machine_now": dict(machine_now) if machine_now else None}
 
 
 def reply_timeout_s(compile_timeout_s: float, measure_timeout_s: float) -> float:

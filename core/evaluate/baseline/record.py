@@ -39,6 +39,12 @@ class WorkloadBaseline:
     policy: Mapping[str, Any] | None = None  # asdict(TimingPolicy) it was measured with
     input_sets: int = 0
     measured_at: float = 0.0
+    # The machine's state (core.evaluate.baseline.machine.MachineState as a dict) when T_b was measured, at the start
+    # of the run that measured it, and at this start; ``remeasured``: why a cached T_b was measured again.
+    machine: Mapping[str, Any] | None = None
+    machine_start: Mapping[str, Any] | None = None
+    machine_now: Mapping[str, Any] | None = None
+    remeasured: str = ""
 
     @property
     def ok(self) -> bool:
@@ -46,7 +52,8 @@ class WorkloadBaseline:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["policy"] = dict(self.policy) if self.policy is not None else None
+        for name in ("policy", "machine", "machine_start", "machine_now"):
+            data[name] = dict(data[name]) if data[name] is not None else None
         return data
 
     @classmethod

@@ -214,6 +214,5 @@ def _alive(pid: int) -> bool:
 
 
 def _command_line() -> str:
-    args = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
-    text = " ".join(args)
+    text = " ".join(["kernelfleet", *sys.argv[1:]])  # the same words whether started as a script or `-m cli.main`
     return text if len(text) <= 200 else text[:199] + "…"

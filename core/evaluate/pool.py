@@ -135,10 +135,13 @@ class _DeviceSlot:
 class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
                  workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True,
-                 readable: Sequence[str | Path] = (), baseliners_per_device: int | None = None):
+                 readable: Sequence[str | Path] = (), baseliners_per_device: int | None = None,
+                 machine_check: bool = True):
         """``readable``: folders the candidates must read besides the Python installation and the project (the
         problems, the blobs), where the confinement hides the home folders. ``baseliners_per_device``: how many
-        T_b measurements each device makes side by side (None: ``baseliners_for``)."""
+        T_b measurements each device makes side by side (None: ``baseliners_for``). ``machine_check``: probe the
+        machine's state before the first T_b and keep it beside each (``core.evaluate.baseline.machine``); off,
+        T_b are cached and reused whatever the state."""
         self.device = device
         self.workload_timeout_s = workload_timeout_s
         self.load_timeout_s = load_timeout_s
@@ -161,6 +164,7 @@ class EvaluationPool:
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
+        self.machine_check = machine_check
 
     async def __aenter__(self) -> EvaluationPool:
         return self
@@ -246,7 +250,7 @@ class EvaluationPool:
         competes with a candidate for GPU memory. A process that abandons a compile, breaks or stops answering is
         replaced; one lost while compiling is asked again with torch.compile off, and the reason recorded."""
         from core.evaluate import baseline as tb
-        from core.evaluate.baseline import sanity
+        from core.evaluate.baseline import machine, sanity
         from core.roofline.counting import analytic_io_bytes
 
         indices = list(workload_indices) if workload_indices is not None else list(range(len(problem.workloads)))
@@ -255,8 +259,8 @@ class EvaluationPool:
                        key=lambda sb: (sb[1].lock.locked(), self._gates.load(sb[0].index), next(self._next)))
 
         slot, helper = least_busy()
-        while slot.machine_now is None:  # probed first; then the pick is made again, with no await before its lock
-            await self._machine_now(slot, helper, priority)
+        while self.machine_check and slot.machine_now is None:  # probed first; then picked again, with no await
+            await self._machine_now(slot, helper, priority)         # between the pick and the baseliner's lock
             slot, helper = least_busy()
         machine_now = slot.machine_now or None
 
@@ -295,6 +299,10 @@ class EvaluationPool:
             return result
 
         results = {index: await measure(index) for index in indices}
+        # Timed in another state than this start's (other GPU work beside it, a busier host): measured once more;
+        # still apart, it stays flagged, and uncached (core.evaluate.baseline.judge).
+        for index in [i for i, r in results.items() if r.ok and not r.cached and machine.state_moved(r)]:
+            results[index] = await measure(index, forget=True)
         # Out of line with a larger workload: measured again; still out of line: not trusted, and not kept.
         for index in sanity.inversions(problem, list(results.values())):
             results[index] = await measure(index, forget=True)

@@ -16,7 +16,7 @@ from dataclasses import asdict
 import anyio
 
 from core.evaluate.baseline import METHOD_COMPILED, WorkloadBaseline, sanity
-from core.evaluate.baseline.machine import MachineState, moved
+from core.evaluate.baseline.machine import MachineState, state_moved
 from core.evaluate.evaluator import Evaluator, Placement
 from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
@@ -100,7 +100,7 @@ def _info(problem: Problem, b: WorkloadBaseline, sol) -> WorkloadInfo:
                         b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable,
                         then.probe_ms if then else None, then.load_1m if then else None,
                         now.probe_ms if now else None, now.load_1m if now else None,
-                        moved(then, now) if b.ok else "", b.remeasured)
+                        state_moved(b) if b.ok else "", b.remeasured)
 
 
 def machine_outcome(baselines: list[WorkloadBaseline]) -> str:
@@ -110,12 +110,10 @@ def machine_outcome(baselines: list[WorkloadBaseline]) -> str:
     again = [b for b in baselines if b.remeasured]
     if again:
         parts.append(f"T_b measured again on workload {', '.join(str(b.index) for b in again)}: {again[0].remeasured}")
-    apart = [b for b in baselines if b.ok and moved(MachineState.from_dict(b.machine),
-                                                    MachineState.from_dict(b.machine_now))]
+    apart = [b for b in baselines if b.ok and state_moved(b)]
     if apart:
-        first = moved(MachineState.from_dict(apart[0].machine), MachineState.from_dict(apart[0].machine_now))
         parts.append(f"T_b of workload {', '.join(str(b.index) for b in apart)} taken in another machine state than "
-                     f"this start's, so their speedups are flagged: {first}")
+                     f"this start's, twice, so their speedups are flagged: {state_moved(apart[0])}")
     return "".join(f"; {p}" for p in parts)
 
 

@@ -230,7 +230,9 @@ def test_pool_baseline_through_a_real_judge(problem_dir, cache_dir):
     problem = load_problem(problem_dir)
 
     async def make_pool():
-        return EvaluationPool("cpu", spare=False, workload_timeout_s=60)
+        # The machine's state left out: a shared CPU's probe moves with other jobs, and what is cached here must
+        # not depend on it (tests/evaluate/test_baseline_machine_state.py covers the state).
+        return EvaluationPool("cpu", spare=False, workload_timeout_s=60, machine_check=False)
 
     with start_blocking_portal() as portal:
         pool = portal.call(make_pool)

@@ -12,14 +12,16 @@ from evaluate_support import QUICK
 
 from core.evaluate import EvaluationPool
 from core.evaluate.baseline import BaselineCache
-from core.evaluate.baseline.machine import PROBE_MARGIN, MachineState, moved
+from core.evaluate.baseline import from_reply, request_for
+from core.evaluate.baseline.machine import PROBE_MARGIN, MachineState, moved, state_moved
 from core.evaluate.baseline.record import WorkloadBaseline
+from core.evaluate.worker import Judge
 from core.fleet.baselines import _info, machine_outcome
 
 pytestmark = pytest.mark.slow
 
 
-def _baseline(problem) -> WorkloadBaseline:
+def _pool_baseline(problem) -> WorkloadBaseline:
     async def scenario():
         async with EvaluationPool("cpu", spare=False, workload_timeout_s=60) as pool:
             return (await pool.baseline(problem, [0], timing=QUICK, compile_timeout_s=0.0))[0]
@@ -32,34 +34,49 @@ def _cached_entry(cache_root) -> tuple:
     return path, json.loads(path.read_text())
 
 
-def test_a_cached_t_b_is_measured_again_when_the_machine_probe_moved(tmp_path, monkeypatch, rmsnorm_problem):
+def _ask(judge: Judge, problem, machine_now: dict | None) -> WorkloadBaseline:
+    """One T_b from a real judge in this process, as the pool asks for it with this start's state."""
+    request = request_for(problem, 0, timing=QUICK, compile_timeout_s=0.0, machine_now=machine_now)
+    return from_reply(problem, 0, judge.handle(request))
+
+
+def test_the_pool_probes_the_start_before_its_first_t_b_and_keeps_both_states(tmp_path, monkeypatch,
+                                                                             rmsnorm_problem):
     monkeypatch.setenv("KERNELFLEET_CACHE_DIR", str(tmp_path / "cache"))
-    first = _baseline(rmsnorm_problem)
+    first = _pool_baseline(rmsnorm_problem)
     assert first.ok and not first.cached, first.error
     then, now = MachineState.from_dict(first.machine), MachineState.from_dict(first.machine_now)
     assert then is not None and now is not None and then.probe_ms > 0 and now.probe_ms > 0
-    assert then.cores >= 1 and now.taken_at <= then.taken_at  # the start's probe comes before the measurement
-    path, data = _cached_entry(tmp_path / "cache")
-    entry = data["workloads"]["0"]
-    assert entry["machine"]["probe_ms"] == then.probe_ms and entry["machine_now"] is None
-    assert entry["machine_start"] == first.machine_now  # the state of the start that measured it
+    assert then.device == now.device == "cpu" and then.cores >= 1
+    assert now.taken_at <= then.taken_at  # the start's probe comes before the measurement
+    assert first.machine_start == first.machine_now
 
-    # A figure cached before states were recorded has nothing to compare: it stands.
-    del entry["machine"], entry["machine_start"]
-    path.write_text(json.dumps(data))
-    again = _baseline(rmsnorm_problem)
+
+def test_a_cached_t_b_is_measured_again_when_this_start_moved_from_the_one_that_cached_it(tmp_path, monkeypatch,
+                                                                                         rmsnorm_problem):
+    monkeypatch.setenv("KERNELFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    judge = Judge("cpu")
+    first = _ask(judge, rmsnorm_problem, None)  # a start that kept no state: cached with its measurement's
+    assert first.ok and not first.cached and first.machine is not None and first.machine_start is None
+    same = {**first.machine, "taken_at": first.machine["taken_at"] + 60}
+    again = _ask(judge, rmsnorm_problem, same)
     assert again.cached and again.remeasured == "" and again.baseline_ms == first.baseline_ms
+    assert again.machine_now == same
 
-    # As if cached by a start on a machine a thousand times faster than it is now: measured again, the new state kept.
-    entry["machine"] = first.machine
-    entry["machine_start"] = {**first.machine_now, "probe_ms": now.probe_ms / 1000}
-    path.write_text(json.dumps(data))
-    moved_again = _baseline(rmsnorm_problem)
+    slower = {**first.machine, "probe_ms": first.machine["probe_ms"] * 1000, "load_1m": 9.5}
+    moved_again = _ask(judge, rmsnorm_problem, slower)
     assert not moved_again.cached and moved_again.ok
     assert moved_again.remeasured.startswith("the machine's probe moved"), moved_again.remeasured
-    assert "(+" in moved_again.remeasured  # slower now than when cached
-    _, data = _cached_entry(tmp_path / "cache")
-    assert data["workloads"]["0"]["machine_start"]["probe_ms"] > now.probe_ms / 100
+    assert "(+" in moved_again.remeasured and "→ 9.5)" in moved_again.remeasured  # slower now, and busier
+    # Measured now on this machine, against a start a thousand times slower: flagged, and not kept for later.
+    assert state_moved(moved_again).startswith("the machine's probe moved")
+    assert _ask(judge, rmsnorm_problem, same).baseline_ms == first.baseline_ms  # the cache still holds the first
+
+    # A figure cached before states were kept has nothing to compare: it stands.
+    path, data = _cached_entry(tmp_path / "cache")
+    del data["workloads"]["0"]["machine"]
+    path.write_text(json.dumps(data))
+    assert _ask(judge, rmsnorm_problem, slower).cached
 
 
 def _state(probe_ms: float, load: float = 0.5) -> dict:
@@ -96,3 +113,19 @@ def test_a_t_b_taken_in_another_state_is_flagged_in_the_problem_workloads(rmsnor
     assert info.state_moved == "the machine's probe moved 1 → 3 ms (+200%; load 0.1 → 6.0)"
     assert "T_b of workload 0 taken in another machine state" in machine_outcome([same, apart])
     assert machine_outcome([same]) == ""
+
+
+def test_a_t_b_timed_in_another_state_than_its_start_is_not_cached(tmp_path, monkeypatch):
+    import torch
+
+    from core.evaluate.baseline.judge import _finished
+
+    monkeypatch.setenv("KERNELFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    measured = WorkloadBaseline(0, uuid="u0", baseline_ms=0.5, eager_ms=0.5, method="eager", eager_spread=0.01)
+    far = MachineState(1e-6, 0.0, 2, 0.0, "cpu")  # a start a million times faster than this machine now
+    reply = _finished(measured, "k-apart", {}, torch.device("cpu"), far, "")
+    flagged = WorkloadBaseline.from_dict(reply["baseline"])
+    assert flagged.ok and flagged.machine["device"] == "cpu" and flagged.machine_now["probe_ms"] == 1e-6
+    assert BaselineCache().read("k-apart") == {}  # used in its run, flagged, never kept
+    reply = _finished(measured, "k-same", {}, torch.device("cpu"), None, "")
+    assert BaselineCache().read("k-same")["workloads"]["0"]["machine"]["device"] == "cpu"

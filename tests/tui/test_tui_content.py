@@ -177,3 +177,22 @@ async def test_the_detail_names_the_runs_device_and_counts_in_the_singular(make,
         await pilot.press("escape", "escape", "slash", *"gelu", "enter", "enter")
         summary = str(app.screen.query_one("#summary").render())
         assert "no agent" in summary and "0 attempts" in summary
+
+
+async def test_the_detail_flags_speedups_against_a_t_b_taken_in_another_machine_state(make, run_dir):
+    from dataclasses import asdict, replace
+
+    moved = "the machine's probe moved 0.8 → 3.1 ms (+288%; load 0.3 → 7.9)"
+    store = RunStore(run_dir)
+    row = next(p for p in store.problems() if "row_rms" in p.key)
+    workloads = [asdict(replace(w, state_moved=moved if w.index == 0 else "")) for w in row.workloads]
+    assert workloads, "the problem has workloads to flag"
+    store.set_problem_workloads(row.id, workloads)
+    store.close()
+    app = make()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("slash", *"row_rms", "enter", "enter")
+        summary = str(app.screen.query_one("#summary").render())
+        assert f"speedups not comparable on workload 0: T_b taken in another machine state ({moved})" in summary
+        await pilot.press("escape", "escape", "slash", *"gelu", "enter", "enter")
+        assert "not comparable" not in str(app.screen.query_one("#summary").render())

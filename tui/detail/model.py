@@ -49,4 +49,14 @@ def problem_summary_line(p: ProblemRow, s: Snapshot) -> str:
     return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · {agents}\n"
             f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)} (seed {fmt_x(p.seed_speedup)} SOL "
             f"{fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "
-            f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} {device} s")
+            f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} {device} s" + state_moved_line(p))
+
+
+def state_moved_line(p: ProblemRow) -> str:
+    """A line flagging the workloads whose T_b was taken in another machine state than the run's start ("" when
+    none): their speedups are not comparable."""
+    moved = [w for w in p.workloads if w.state_moved]
+    if not moved:
+        return ""
+    return (f"\nspeedups not comparable on workload{'s' if len(moved) > 1 else ''} "
+            f"{', '.join(str(w.index) for w in moved)}: T_b taken in another machine state ({moved[0].state_moved})")

@@ -46,7 +46,7 @@ class DetailScreen(Screen):
         Binding("P", "pin", "pin"),
     ]
     DEFAULT_CSS = """
-    DetailScreen #summary { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+    DetailScreen #summary { height: auto; max-height: 4; padding: 0 1; background: $boost; }
     DetailScreen #workloads { height: auto; max-height: 7; }
     DetailScreen #frontier { height: auto; max-height: 2; padding: 0 1; }
     DetailScreen #attempts { height: 1fr; min-height: 4; }

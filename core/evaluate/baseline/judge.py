@@ -128,10 +128,10 @@ def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], de
     result = distrusted(result, spread_problem(result))
     if result.ok and device is not None:
         result = result.replace(machine=machine.take(device).to_dict(), machine_start=now.to_dict() if now else None)
-    if result.ok:
+    result = result.replace(machine_now=now.to_dict() if now else None, remeasured=stale)
+    if result.ok and not machine.state_moved(result):  # a figure timed in another state is not kept for later runs
         BaselineCache().store(cache_key, result, meta)
-    return {"status": "ok", "baseline": result.replace(machine_now=now.to_dict() if now else None,
-                                                       remeasured=stale).to_dict()}
+    return {"status": "ok", "baseline": result.to_dict()}
 
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,

@@ -58,15 +58,20 @@ def moved(then: MachineState | None, now: MachineState | None) -> str:
             f"{then.load_1m:.1f} → {now.load_1m:.1f})")
 
 
+def state_moved(baseline) -> str:
+    """Why a T_b (a ``WorkloadBaseline``) was measured in another state than its start's ("" when it was not)."""
+    return moved(MachineState.from_dict(baseline.machine), MachineState.from_dict(baseline.machine_now))
+
+
 def take(device) -> MachineState:
     """Probe ``device`` (a torch device) now: a matmul and a copy sized to take well over the timer's resolution."""
     import torch
 
     cuda = device.type == "cuda"
-    n = 4096 if cuda else 256
+    n = 4096 if cuda else 384
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16 if cuda else torch.float32)
     b = torch.randn_like(a)
-    src = torch.empty((64 if cuda else 4) << 20, dtype=torch.uint8, device=device)
+    src = torch.empty((64 if cuda else 16) << 20, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
 
     def work() -> None:

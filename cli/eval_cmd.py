@@ -31,6 +31,7 @@ from rich.text import Text
 from core.errors import SpecError
 from core.problem import ProblemInvalid, load_problem
 from core.problem.load import WORKLOAD_FILE
+from core.evaluate.baseline.machine import state_moved
 from core.evaluate.trace import NOT_RUN, WorkloadResult, overall, workload_results
 from core.evaluate.trace import traces as trace_records
 from core.problem.schema import Problem
@@ -504,6 +505,11 @@ def _notes(outcome: Outcome, table_rows: list[WorkloadResult]) -> list[str]:
                 lines.append(f"  {b.index}: T_b unavailable: {b.error}")
             elif b.unreliable:
                 lines.append(f"  {b.index}: T_b not trusted (no speedup counted): {b.unreliable}")
+            elif state_moved(b):
+                lines.append(f"  {b.index}: T_b taken in another machine state than this start's, twice (its "
+                             f"speedup is not comparable; not cached): {state_moved(b)}")
+            elif b.remeasured:
+                lines.append(f"  {b.index}: T_b measured again, not the cached one: {b.remeasured}")
             elif b.compile_reason and b.compile_attempted:
                 lines.append(f"  {b.index}: eager only: {b.compile_reason}")
     elif outcome.baseline_note:

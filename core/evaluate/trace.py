@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.evaluate.baseline.machine import state_moved
 from core.evaluate.verdict import ErrorStats, Verdict
 from core.problem.schema import Problem, Workload
 from core.roofline.problem_sol import SolModel
@@ -177,7 +178,8 @@ def _trace(problem: Problem, solution_name: str, r: WorkloadResult, environment:
          "baseline": None if baseline is None else {
              "t_b_ms": baseline.baseline_ms, "method": baseline.method, "eager_ms": baseline.eager_ms,
              "compiled_ms": baseline.compiled_ms, "compile_reason": baseline.compile_reason,
-             "error": baseline.error, "unreliable": baseline.unreliable, "cached": baseline.cached},
+             "error": baseline.error, "unreliable": baseline.unreliable, "cached": baseline.cached,
+             "remeasured": baseline.remeasured, "state_moved": state_moved(baseline) if baseline.ok else ""},
          "protections": list(protections)})
 
 

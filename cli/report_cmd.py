@@ -250,25 +250,26 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
 
 def not_evaluated_lines(not_evaluated: dict[str, list[tuple[int, str]]]) -> list[Para]:
     """The workloads left out of each problem's figures, one line per problem."""
-    if not not_evaluated:
-        return []
-    lines = [Para("Not evaluated (each problem's speedup and SOL are over its other workloads):", 2)]
-    for key, skipped in not_evaluated.items():
-        reasons = sorted({why for _, why in skipped})
-        others = f"; {count(len(reasons) - 1, 'other reason')}" if len(reasons) > 1 else ""
-        lines.append(Para(f"  {key}: workload{'s' if len(skipped) > 1 else ''} "
-                          f"{', '.join(str(i) for i, _ in skipped)} ({reasons[0]}{others})"))
-    return lines
+    return _workloads_by_problem("Not evaluated (each problem's speedup and SOL are over its other workloads):",
+                                 not_evaluated)
 
 
 def state_moved_lines(state_moved: dict[str, list[tuple[int, str]]]) -> list[Para]:
     """The problems whose speedups are counted against a T_b taken in another machine state, one line each."""
-    if not state_moved:
+    return _workloads_by_problem("Speedups not comparable (T_b taken in another machine state than the run's "
+                                 "start):", state_moved)
+
+
+def _workloads_by_problem(title: str, by_problem: dict[str, list[tuple[int, str]]]) -> list[Para]:
+    """``title``, then per problem its workloads and the first reason (with how many others there are)."""
+    if not by_problem:
         return []
-    lines = [Para("Speedups not comparable (T_b taken in another machine state than the run's start):", 2)]
-    for key, moved in state_moved.items():
-        lines.append(Para(f"  {key}: workload{'s' if len(moved) > 1 else ''} "
-                          f"{', '.join(str(i) for i, _ in moved)} ({moved[0][1]})"))
+    lines = [Para(title, 2)]
+    for key, workloads in by_problem.items():
+        reasons = sorted({why for _, why in workloads})
+        others = f"; {count(len(reasons) - 1, 'other reason')}" if len(reasons) > 1 else ""
+        lines.append(Para(f"  {key}: workload{'s' if len(workloads) > 1 else ''} "
+                          f"{', '.join(str(i) for i, _ in workloads)} ({reasons[0]}{others})"))
     return lines
 
 

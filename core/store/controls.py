@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import sqlite3
 import time
 from pathlib import Path
 
-from core.store.lock import LOCK_NAME, holder
+from core.store.lock import LOCK_NAME, alive, holder
 from core.store.schema import DB_NAME
 
 # command -> what its target is ("problem": a problem key or id, "agent": an agent name or id, "": none) and
@@ -72,16 +71,6 @@ def _not_listening(conn: sqlite3.Connection, run_dir: str | Path) -> str:
             return f"{run_dir}: the run's orchestrator is gone, so nothing would apply the control; {resume}"
         return ""
     host, _, pid = (owner or "").rpartition(":")  # a run from before the lock
-    if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+    if host == socket.gethostname() and pid.isdigit() and not alive(int(pid)):
         return f"{run_dir}: the run's orchestrator (pid {pid}) is gone, so nothing would apply the control; {resume}"
     return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -159,7 +159,7 @@ def _refuse_live_holder_elsewhere(run_dir: Path, handle, shared_locks: bool) -> 
     if found is None or not _fresh(found):
         return
     here = socket.gethostname()
-    if found.host != here or (not shared_locks and found.pid != os.getpid() and _alive(found.pid)):
+    if found.host != here or (not shared_locks and found.pid != os.getpid() and alive(found.pid)):
         raise RunLocked(_in_use(handle, found))
 
 
@@ -203,7 +203,8 @@ def _fresh(found: LockHolder) -> bool:
     return time.time() - found.heartbeat_at < STALE_AFTER_S
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

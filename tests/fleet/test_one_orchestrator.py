@@ -41,9 +41,9 @@ def _consistent(run_dir) -> None:
 
 
 def test_a_second_orchestrator_is_refused_while_the_first_runs_and_takes_over_once_it_is_gone(tmp_path):
-    # One tuner on a space it cannot exhaust: the first run goes on until it is stopped.
+    # One tuner on a space it cannot exhaust, however fast or slow the machine: every run goes on until it is stopped.
     write_problems(tmp_path / "problems", chunks=tuple(range(1, 257)))
-    config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1}, tuner={"trials_per_problem": 40},
+    config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 1}, tuner={"trials_per_problem": 100_000},
                           evaluation={"verify_rounds": 0})
     run_dir = tmp_path / "run"
     log = tmp_path / "first.log"

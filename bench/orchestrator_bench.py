@@ -34,7 +34,7 @@ recorded) for --seconds, then stopped. Prints a short table last; what it measur
 - store writer alone (--writer-seconds): afterwards, a fresh store records agents' attempts back to back through the
   fleet's own path, with nothing else on the thread: what the writer sustains when it has the core to itself.
 
-``Fleet._prepare_all`` prepares one problem at a time per GPU in ``[gpus] ids`` (the local list), which is one for a
+``core.fleet.preparation.prepare_all`` prepares one problem at a time per GPU in ``[gpus] ids`` (the local list), which is one for a
 run on simulated GPUs; the bench lists --prepare-slots ids there (default: --gpus) so that the 1,000 problems are
 ready in seconds rather than after 1,000 seed evaluations in a row (--prepare-slots 0: the fleet's own default).
 """
@@ -317,7 +317,7 @@ def writer_capacity(args, seconds: float) -> dict:
     """Rows/s the store's writer sustains when nothing else wants the thread: a fresh run's store, the problems
     measured, then agents' attempts begun and recorded back to back through the fleet's own path
     (``core.fleet.attempt.AttemptLife``: the pending attempt, the result and its counters, the frontier), each with
-    its event and its agent's row updated, as ``Fleet._complete`` and the agent loop do."""
+    its event and its agent's row updated, as ``core.fleet.run_attempts.RunAttempts.complete`` and the agent loop do."""
     from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy
     from core.fleet.orchestrator import Fleet
     from core.solution.tunables import with_values
@@ -446,11 +446,11 @@ def _hook_cpu() -> Any:
 
 
 def _hook_planner() -> Any:
-    """Time the orchestrator's planner tick and its plan() call, where the orchestrator has them."""
-    from core.fleet import orchestrator
+    """Time the run's planner tick (core.fleet.planning) and its plan() call."""
+    from core.fleet import planning
 
     undo = []
-    tick = getattr(orchestrator.Fleet, "_plan_once", None)
+    tick = getattr(planning.Planning, "plan_once", None)
     if tick is not None:
         def timed_tick(self, *args, **kwargs):
             began, cpu = time.perf_counter(), time.thread_time()
@@ -459,17 +459,17 @@ def _hook_planner() -> Any:
             finally:
                 MEASURES.ticks_s.append(time.perf_counter() - began)
                 MEASURES.add_cpu("tick", time.thread_time() - cpu, call_done=True)
-        orchestrator.Fleet._plan_once = timed_tick
-        undo.append(lambda: setattr(orchestrator.Fleet, "_plan_once", tick))
-    plan = getattr(orchestrator, "plan", None)
+        planning.Planning.plan_once = timed_tick
+        undo.append(lambda: setattr(planning.Planning, "plan_once", tick))
+    plan = getattr(planning, "plan", None)
     if plan is not None:
         def timed_plan(inp):
             began = time.perf_counter()
             result = plan(inp)
             MEASURES.plan_s.append(time.perf_counter() - began)
             return result
-        orchestrator.plan = timed_plan
-        undo.append(lambda: setattr(orchestrator, "plan", plan))
+        planning.plan = timed_plan
+        undo.append(lambda: setattr(planning, "plan", plan))
     return lambda: [u() for u in undo]
 
 
@@ -497,7 +497,7 @@ def _wanted_now(usage: PoolUsage) -> float:
 
 
 def _config(args):
-    # [gpus] ids sizes the fleet's preparation (one problem at a time per listed GPU, Fleet._prepare_all); the
+    # [gpus] ids sizes the fleet's preparation (one problem at a time per listed GPU, core.fleet.preparation.prepare_all); the
     # simulated GPUs are the evaluator's, so the list only stands for them there (--prepare-slots 0: none listed).
     return parse_config({
         "fleet": {"device": "cpu", "tuner_agents": args.agents, "languages": ["pytorch"]},

@@ -37,7 +37,6 @@ from core.evaluate.trace import traces as trace_records
 from core.problem.schema import Problem
 from core.roofline.problem_sol import SolModel
 
-QUICK_TIMING = dict(warmup_calls=1, min_calls=5, max_calls=40, target_seconds=0.01, device_check_calls=3)
 UPSTREAM_ROUNDS = 10  # SOL-ExecBench's eval driver checks correctness on 10 rounds of fresh inputs
 
 
@@ -267,11 +266,12 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     from core.build import BuildService
     from core.evaluate import TimingPolicy
     from core.evaluate.evaluate import compile_error_verdict
+    from core.evaluate.timing_policy import QUICK_TIMING
     from core.evaluate.local import LocalEvaluator
     from core.fleet.attempt import AttemptLife, EvaluationPolicy
     from core.solution.prepare import prepare
 
-    policy = TimingPolicy(**(QUICK_TIMING if args.quick_timing else {}), kernel_spans=args.kernel_spans)
+    policy = replace(QUICK_TIMING if args.quick_timing else TimingPolicy(), kernel_spans=args.kernel_spans)
     blob_roots = tuple(str(p) for p in args.blob_root)
     builds = BuildService()
     stages: dict[str, float] = {}  # each stage's own wall seconds; T_sol and, on a GPU, T_b run beside the others
@@ -367,37 +367,14 @@ async def _evaluate(args, problem: Problem, solution, indices: list[int], device
     return outcome
 
 
-# What the candidate process answers when importing the solution fails (core.evaluate.worker.CandidateHarness
-# ._load): a property of the solution, the same for every workload.
-_LOAD_FAILURES = (("RUNTIME_ERROR", "could not load the solution"), ("REWARD_HACK", "importing the solution replaced"))
-
-
 async def evaluate_every_workload(life, problem: Problem, solution, indices: list[int], prepared):
-    """A verdict on every requested workload. The pool ends a job at a crash or a timeout (the process is replaced),
-    so the workloads after it are submitted again; when the solution cannot be imported at all, that result is every
-    workload's."""
-    from core.evaluate.verdict import Verdict, overall as overall_status
+    """A verdict on every requested workload (``core.evaluate.every_workload``), through the run's own path."""
+    from core.evaluate.every_workload import evaluate_every_workload as every_workload
 
-    found: dict[int, Any] = {}
-    protections: tuple[str, ...] = ()
-    seconds = 0.0
-    remaining = list(indices)
-    while remaining:
-        verdict = (await life.evaluate(problem, solution, tuple(remaining), prepared=prepared)).verdict
-        protections = protections or verdict.protections
-        seconds += verdict.seconds
-        new = [w for w in verdict.workloads if w.index in remaining and w.index not in found]
-        if not new:
-            break
-        found.update((w.index, w) for w in new)
-        first = new[0]
-        if len(new) == 1 and first.index == remaining[0] and any(
-                first.status.value == status and first.reason.startswith(prefix) for status, prefix in _LOAD_FAILURES):
-            found.update((i, replace(first, index=i)) for i in remaining if i not in found)
-        remaining = [i for i in remaining if i not in found]
-    workloads = tuple(found[i] for i in indices if i in found)
-    status, reason = overall_status(workloads)
-    return Verdict(status, reason, workloads, protections, seconds)
+    async def evaluate(workloads: tuple[int, ...]):
+        return (await life.evaluate(problem, solution, workloads, prepared=prepared)).verdict
+
+    return await every_workload(evaluate, indices)
 
 
 def _device_label(device: str, gpu_name: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from core.report.figures import busy_sample
 from core.report.metrics import (FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows,
                                  report_to_dict, verified_label)
 from core.store import RunReader
@@ -240,7 +241,7 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
     spent = [count(after.attempts, "attempt"), count(after.tokens, "token"), f"${after.dollars:.2f}",
              f"{after.gpu_seconds:.1f} {device} seconds"]
     lines.append(Para(f"  {'spent':<{width}}  " + ", ".join(glued(s) for s in spent), value_at))
-    last = next((m for m in reversed(metrics) if m.gpu_busy is not None), None)
+    last = busy_sample(metrics)
     if last is not None:
         # The pool's own account, over the last start of the run (a resume starts a new pool).
         wait = f", mean queue wait {glued(f'{last.queue_wait_s:.1f} s')}" if last.queue_wait_s is not None else ""

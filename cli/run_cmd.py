@@ -14,7 +14,8 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
-from core.config import ConfigError, FleetConfig, check_ray_address, load_config
+from core.config import ClusterConfig, ConfigError, FleetConfig, check_ray_address, load_config
+from core.evaluate.hosts import HostUnavailable, backend_named
 from core.fleet import capability
 from core.fleet.orchestrator import Fleet, FleetError
 from core.problem import load_problems
@@ -73,16 +74,12 @@ def run_fleet(args: argparse.Namespace) -> int:
             print(f"error: --ray: {problem}", file=err)
             return 2
         config = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, ray_address=args.ray))
-    address = _stored_ray_address(args.resume) if args.resume else config.cluster.ray_address
-    if address:
-        from core.cluster import ClusterError
-        from core.cluster.connect import preflight
-
-        try:
-            preflight(address)
-        except ClusterError as exc:
-            print(f"error: {exc}", file=err)
-            return 2
+    cluster = _stored_cluster(args.resume) if args.resume else config.cluster
+    try:
+        backend_named(cluster.backend, cluster.ray_address).check(cluster.ray_address)
+    except (ValueError, HostUnavailable) as exc:
+        print(f"error: {exc}", file=err)
+        return 2
     notes: list[str] = []
     if args.resume:
         run_dir, paths = args.resume, None
@@ -134,18 +131,18 @@ def _start(fleet: Fleet, notes: list[str]) -> None:
         fleet.event("log", line)
 
 
-def _stored_ray_address(run_dir: Path) -> str:
-    """The Ray address in the config a run stored ("" when none, or when the store cannot be read: the run's own
-    start says why)."""
+def _stored_cluster(run_dir: Path) -> ClusterConfig:
+    """The [cluster] section of the config a run stored (the default when none, or when the store cannot be read:
+    the run's own start says why)."""
     from core.config import parse_config
     from core.store import RunReader
 
     try:
         with RunReader(run_dir) as reader:
             info = reader.run_info()
-        return parse_config(info.config).cluster.ray_address if info is not None else ""
+        return parse_config(info.config).cluster if info is not None else ClusterConfig()
     except (OSError, ValueError, ConfigError):
-        return ""
+        return ClusterConfig()
 
 
 def _one_line_error(exc: BaseException) -> BaseException | None:
@@ -164,37 +161,41 @@ def _one_line_error(exc: BaseException) -> BaseException | None:
 
 
 async def _run_with_signals(fleet: Fleet, notes: list[str]) -> str:
-    _start(fleet, notes)  # before the task group, so a FleetError arrives alone, not inside an exception group
-    async with anyio.create_task_group() as tg:
-        async def watch_signals() -> None:
-            try:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    stops = 0
-                    async for signum in signals:
-                        name = signal.Signals(signum).name
-                        stops += 1
-                        if stops == 1:
-                            print(f"{name}: stopping (in-flight attempts resume with --resume; Ctrl-C again skips "
-                                  f"the rest of the stop)", flush=True)
-                            fleet.request_stop(f"{name} received")
-                            continue
-                        # The run is stopping already: this cancels what the stop still does (the re-verification
-                        # of bests); the store is closed as after one signal.
-                        print(f"{name} again: stopping now, skipping the rest of the stop (bests not re-verified "
-                              f"yet are re-verified at the end of a --resume); a third exits at once", file=sys.stderr,
-                              flush=True)
-                        fleet.request_stop(f"{name} received again")
-                        return
-            finally:
-                # Plain handlers from here on, not the event loop's: whatever holds the loop now, one more signal
-                # ends the process.
-                for signum in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(signum, _stop_now)
-
-        tg.start_soon(watch_signals)
-        state = await fleet.run()
-        tg.cancel_scope.cancel()
+    # The receiver is open before the run starts: a Ctrl-C during the start (opening the store, the first lines) is
+    # a stop like any other once the run goes on, not a KeyboardInterrupt.
+    try:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            _start(fleet, notes)  # before the task group, so a FleetError arrives alone, not in an exception group
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_signals, fleet, signals)
+                state = await fleet.run()
+                tg.cancel_scope.cancel()
+    finally:
+        # Plain handlers from here on, not the event loop's: whatever holds the loop now (the second signal's rest
+        # of the stop, the end of the process), one more signal ends the process.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _stop_now)
     return state
+
+
+async def _watch_signals(fleet: Fleet, signals) -> None:
+    stops = 0
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        stops += 1
+        if stops == 1:
+            print(f"{name}: stopping (in-flight attempts resume with --resume; Ctrl-C again skips the rest of the "
+                  f"stop)", flush=True)
+            fleet.request_stop(f"{name} received")
+            continue
+        # The run is stopping already: this cancels what the stop still does (the re-verification of bests); the
+        # store is closed as after one signal.
+        print(f"{name} again: stopping now, skipping the rest of the stop (bests not re-verified yet are "
+              f"re-verified at the end of a --resume); a third exits at once", file=sys.stderr, flush=True)
+        fleet.request_stop(f"{name} received again")
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _stop_now)
+        return
 
 
 def _stop_now(signum: int, frame: object) -> None:

@@ -48,3 +48,89 @@ def test_processes_that_start_workers_do_so_before_importing_torch():
     starters = ["cli.eval_cmd", "cli.run_cmd", "core.evaluate.local", "core.evaluate.pool", "core.fleet.orchestrator",
                 "core.evaluate.timing_policy"]
     assert _imported(starters, ("torch",)) == ""
+
+
+# ---------------------------------------------------------------- the engine never imports the LLM kind
+
+FORBIDDEN_FROM_ENGINE = "core.llm"
+ENGINE_PACKAGES = ("core/fleet", "core/planner")
+
+
+def _names_module(name: str, forbidden: str) -> bool:
+    return name == forbidden or name.startswith(forbidden + ".")
+
+
+def forbidden_imports(source: str, forbidden: str = FORBIDDEN_FROM_ENGINE, filename: str = "<module>") -> list[str]:
+    """Where ``source`` imports ``forbidden`` (or a module under it), anywhere: at the top, inside functions, under
+    ``TYPE_CHECKING``, relative imports aside; ``importlib.import_module``/``__import__`` and ``sys.modules[...]``
+    with such a name as a string count too. One "line N: what" per finding."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if _names_module(a.name, forbidden)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if _names_module(node.module, forbidden):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+            elif forbidden.startswith(node.module + "."):  # from core import llm
+                found += [f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names
+                          if _names_module(f"{node.module}.{a.name}", forbidden)]
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str) and _names_module(node.slice.value, forbidden) \
+                and ast.unparse(node.value).endswith("sys.modules"):
+            found.append(f"line {node.lineno}: sys.modules[{node.slice.value!r}]")
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and _names_module(node.args[0].value, forbidden) \
+                and ast.unparse(node.func).split(".")[-1] in ("import_module", "__import__"):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}({node.args[0].value!r})")
+    return found
+
+
+def test_the_engine_never_imports_the_llm_kind():
+    """The fleet's engine and the planner know agent kinds only through ``core.fleet.kinds.AgentKind``: the LLM kind
+    (``core.llm``) is registered from outside (``core.agents``), never imported by them, not even lazily."""
+    findings = {}
+    files = [p for package in ENGINE_PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+    assert any(p.name == "orchestrator.py" for p in files) and any(p.name == "plan.py" for p in files)
+    for path in files:
+        found = forbidden_imports(path.read_text(), filename=str(path))
+        if found:
+            findings[str(path.relative_to(ROOT))] = found
+    assert findings == {}
+
+
+def test_the_engine_names_no_agent_kind():
+    """No ``== "llm"`` (or ``!=``) in the engine: what a kind needs, its ``AgentKind`` declares."""
+    import re
+
+    pattern = re.compile(r"""[=!]=\s*["']llm["']|["']llm["']\s*[=!]=""")
+    findings = [f"{p.relative_to(ROOT)}:{n}" for package in ENGINE_PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+                for n, line in enumerate(p.read_text().splitlines(), start=1) if pattern.search(line)]
+    assert findings == []
+
+
+def test_the_import_checker_reports_each_way_of_importing_the_llm_kind():
+    """The checker above would fail on a module that imports core.llm: each way is reported, a clean one is not."""
+    offending = '''
+from __future__ import annotations
+import sys
+from typing import TYPE_CHECKING
+import core.llm.client
+from core.llm import LlmAgent
+from core import llm
+if TYPE_CHECKING:
+    from core.llm.review import Reviewer
+
+
+def later():
+    from core.llm.planner import LlmPlanner
+    import importlib
+    importlib.import_module("core.llm.kind")
+    return sys.modules["core.llm"]
+'''
+    found = forbidden_imports(offending)
+    assert [line.split(":")[0] for line in found] == [
+        "line 5", "line 6", "line 7", "line 9", "line 13", "line 15", "line 16"], found
+    clean = "import core.llmish\nfrom core.fleet import kinds\nfrom . import llm\nx = {'core.llm': 1}['core.llm']\n"
+    assert forbidden_imports(clean) == []

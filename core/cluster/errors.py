@@ -1,7 +1,9 @@
 """What the cluster backend raises: one line each, for the `error:` a person reads."""
 
+from core.evaluate.hosts import HostUnavailable
 
-class ClusterError(Exception):
+
+class ClusterError(HostUnavailable):
     """The Ray cluster cannot be used: Ray is not installed, the head cannot be reached, no GPU is left."""
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import anyio
 
 from core.cache import cache_root
 from core.cluster.content import NodeProblem, ProblemContent, node_problem
+from core.cluster.folder import PathMap, pack_scratch, unpack_folder
 from core.cluster.usage import usage_to_dict
 from core.cluster.wire import baseline_to_dict, placement_to_dict, timing_from_dict
 from core.evaluate import sandbox
@@ -154,6 +157,34 @@ class GpuWorker:
         return {"baselines": [json.loads(json.dumps(baseline_to_dict(b))) for b in results],
                 "placement": placement_to_dict(Placement(self.node, self.gpu, self.model)), "usage": self._usage(),
                 "started_wall": started_wall, "elapsed_s": time.monotonic() - began}
+
+    async def run_confined(self, problem: dict[str, Any] | None, head: dict[str, str], files: dict[str, bytes],
+                           requests: list[str], command: list[str], env: dict[str, str], timeout_s: float,
+                           priority: int) -> dict[str, Any]:
+        """A confined command (``RayEvaluator.run_confined``) in a folder of this node's made from ``files``, with
+        the head's paths read as this node's (``core.cluster.folder``); its outcome, in the head's paths, and what
+        it left in its scratch folder."""
+        started_wall, began = time.time(), time.monotonic()
+        loaded = await self._problem(problem) if problem is not None else None
+        root = Path(tempfile.mkdtemp(prefix="kf-inspect-"))
+        try:
+            pairs = {head["folder"]: str(root), head["python"]: sys.executable}
+            if loaded is not None and head.get("problem"):
+                pairs[head["problem"]] = str(loaded.problem.path)
+            here, back = PathMap(pairs), PathMap({node: path for path, node in pairs.items()})
+            blob_roots = loaded.blob_roots if loaded is not None else ()
+            unpack_folder({named: here.request(data, blob_roots) if named in requests else data
+                           for named, data in files.items()}, root, "the head's folder")
+            scratch = root / head["scratch"]
+            scratch.mkdir(exist_ok=True)
+            outcome = await self.local.run_confined([here.text(a) for a in command], scratch,
+                                                    {k: here.text(v) for k, v in env.items()}, timeout_s, priority)
+            left, left_out = await anyio.to_thread.run_sync(pack_scratch, scratch)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return {"returncode": outcome.returncode, "output": back.text(outcome.output), "scratch": left,
+                "left_out": left_out, "usage": self._usage(), "started_wall": started_wall,
+                "elapsed_s": time.monotonic() - began}
 
     async def device_model(self) -> str:
         return self.model

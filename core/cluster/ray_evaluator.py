@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import threading
 import time
 from collections import Counter
@@ -36,9 +37,11 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from core.build.process import ProcessOutcome
 from core.cluster.connect import connect
 from core.cluster.content import pack_problem
 from core.cluster.errors import ClusterError, ContentError
+from core.cluster.folder import pack_folder, unpack_folder
 from core.cluster.gpu_actor import GpuWorker
 from core.cluster.usage import ClusterUsage
 from core.cluster.wire import (
@@ -474,6 +477,34 @@ class RayEvaluator:
         placement = placement_from_dict(reply["placement"]) if reply["placement"] else None
         return Evaluation(verdict_from_dict(reply["verdict"]), reply["build"], placement)
 
+    async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
+                           priority: int = 0, *, problem: Problem | None = None,
+                           blob_roots: tuple[str, ...] = ()) -> ProcessOutcome:
+        """On a node's GPU: ``scratch``'s parent folder travels as content (the problem as for an evaluation), the
+        command runs there with those paths as the node has them, and what it left in its scratch comes back."""
+        scratch = Path(scratch)
+        folder = scratch.parent
+        files = await anyio.to_thread.run_sync(pack_folder, folder)
+        content = await self._content(problem, blob_roots) if problem is not None else None
+        head = {"folder": str(folder), "scratch": scratch.name, "python": sys.executable,
+                "problem": str(Path(problem.path).resolve()) if problem is not None else ""}
+        requests = [Path(a).relative_to(folder).as_posix() for a in command
+                    if a.endswith(".json") and Path(a).parent == folder]
+
+        async def send(actor: GpuActor):
+            return actor.handle.run_confined.remote(content, head, files, requests, list(command), dict(env),
+                                                    timeout_s, priority)
+
+        try:
+            reply, _ = await self._run(priority, None, send)
+        except _TooManyLosses as exc:
+            return ProcessOutcome(1, f"not run: {exc}")
+        await anyio.to_thread.run_sync(unpack_folder, reply["scratch"], scratch, "a node's scratch")
+        output = reply["output"]
+        if reply["left_out"]:
+            output += f"\n(left on the node, over the size that comes back: {', '.join(reply['left_out'][:5])})"
+        return ProcessOutcome(reply["returncode"], output)
+
     async def evaluate_prepared(self, request: EvaluationRequest, prepared: Any) -> Evaluation:
         """Builds run where the job runs: a candidate built on the head is sent as its sources all the same."""
         return await self.evaluate(request)
@@ -593,3 +624,9 @@ def _gpu_nodes(nodes: list[dict[str, Any]]) -> dict[str, int]:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+def from_options(options) -> RayEvaluator:
+    """The ``ray`` host backend (``core.evaluate.hosts``): the GPUs of the cluster at ``options.address``."""
+    return RayEvaluator(options.address, options.device, spare=options.spare,
+                        workload_timeout_s=options.workload_timeout_s, readable=list(options.readable))

@@ -10,7 +10,8 @@ from typing import Any
 from core.evaluate.baseline import WorkloadBaseline
 from core.evaluate.evaluator import Placement
 from core.evaluate.timing_policy import TimingPolicy
-from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict
+from core.evaluate.timing_method import TimingMethod
+from core.evaluate.verdict import ErrorStats, ReasonCode, Status, Timing, Verdict, WorkloadVerdict
 
 
 def verdict_from_dict(data: dict[str, Any]) -> Verdict:
@@ -24,8 +25,15 @@ def workload_verdict_from_dict(data: dict[str, Any]) -> WorkloadVerdict:
     timing = data.get("timing")
     return WorkloadVerdict(int(data["index"]), Status(data["status"]), str(data.get("reason", "")),
                            ErrorStats(**(data.get("errors") or {})),
-                           Timing(**timing) if isinstance(timing, dict) else None,
-                           {str(k): float(v) for k, v in (data.get("phase_s") or {}).items()})
+                           timing_result_from_dict(timing) if isinstance(timing, dict) else None,
+                           {str(k): float(v) for k, v in (data.get("phase_s") or {}).items()},
+                           ReasonCode.read(data.get("code", "")))
+
+
+def timing_result_from_dict(data: dict[str, Any]) -> Timing:
+    """The inverse of a verdict's ``Timing`` as ``asdict`` wrote it (its structured method as a dict, when any)."""
+    return Timing(float(data["median_ms"]), float(data["spread"]), int(data["calls"]), str(data["method"]),
+                  TimingMethod.from_dict(data.get("how")))
 
 
 def placement_to_dict(placement: Placement) -> dict[str, Any]:

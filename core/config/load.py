@@ -125,6 +125,12 @@ def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
         problem = check_ray_address(parsed.ray_address)
         if problem:
             raise ConfigError(source, "cluster.ray_address", problem)
+        from core.evaluate.hosts import backend_named  # the registry of host backends, filled by their modules
+
+        try:
+            backend_named(parsed.backend, parsed.ray_address)
+        except ValueError as exc:
+            raise ConfigError(source, "cluster.backend", str(exc)) from None
     if section == "fleet" and parsed.tuner_agents + parsed.llm_agents < 1:
         raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
                                            f"{parsed.tuner_agents} + {parsed.llm_agents}")

@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-LANGUAGES = ("cuda_cpp", "triton", "pytorch", "cute_dsl")
+from core.languages import BuildableNames
+
+# Every language kernelfleet builds (core.languages), read at each check: one registered later is allowed too.
+LANGUAGES = BuildableNames()
 DEVICES = ("cuda", "cpu")
 TOOL_CALLING = ("auto", "tools", "text")
 TIMINGS = ("default", "quick")
@@ -208,6 +211,8 @@ class ClusterConfig:
     on this host, HOST:PORT joins the cluster whose head listens there."""
 
     ray_address: str = setting("")
+    # The host backend (core.evaluate.hosts): empty is "ray" where ray_address is set, else "local".
+    backend: str = setting("")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ with its signature and docstring). Python is read with ``ast``: no module is imp
 
 Every chunk has a path the reader can ask for next:
 
-- ``torch:torch/cuda/__init__.py::synchronize``: an API entry of an installed package (``torch``, ``triton``,
-  ``cute_dsl``), relative to the folder holding the package;
+- ``torch:torch/cuda/__init__.py::synchronize``: an API entry of an installed package (the doc source of a kernel
+  language, ``core.languages``: ``torch``, ``triton``, ``cute_dsl``), relative to the folder holding the package;
 - ``torch:torch/some/README.md#heading``: a section of a documentation file shipped inside a package;
 - ``docs:/abs/path/file.md#heading``: a section of a file in a configured folder (``::name`` for Python);
 - ``protocol:protocol.md#heading``: a section of the project's protocol.
@@ -27,6 +27,9 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+
+from core.languages import DocSource, languages
+from core.languages.builtin import CUTE_DSL_DOCS, TORCH_DOCS, TRITON_DOCS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_FILE = PROJECT_ROOT / "protocol.md"
@@ -65,36 +68,17 @@ class SourceReport:
     chunks: int = 0
 
 
-@dataclass(frozen=True)
-class PackageSource:
-    """An installed package whose API is indexed: the given parts of its folder (files or folders, relative to
-    the package folder), plus every .md/.rst file it ships."""
-
-    name: str
-    label: str
-    top_level: str  # the import name of the package, e.g. "cutlass"
-    distributions: tuple[str, ...]  # names in importlib.metadata, for the version and as a fallback locator
-    parts: tuple[str, ...] = ("",)  # "" for the whole package
-    marker: str = ""  # a path that must exist inside the package folder (tells CuTe DSL from other "cutlass")
-    mentions: tuple[str, ...] = ()  # query words that name this source
-
-    def missing_note(self) -> str:
-        return f"{self.label} is not installed here"
+# An installed package whose API is indexed: the doc source of a kernel language (core.languages).
+PackageSource = DocSource
+TORCH, TRITON, CUTE_DSL = TORCH_DOCS, TRITON_DOCS, CUTE_DSL_DOCS
 
 
-TORCH = PackageSource(
-    "torch", "torch", "torch", ("torch",),
-    parts=("cuda", "utils/cpp_extension.py", "library.py", "utils/dlpack.py", "nn/functional.py", "backends/cuda",
-           "compiler", "_torch_docs.py", "_tensor_docs.py"),
-    mentions=("torch", "pytorch"))
-TRITON = PackageSource(
-    "triton", "Triton", "triton", ("triton",),
-    parts=("language", "testing.py", "runtime/autotuner.py", "runtime/jit.py"), mentions=("triton",))
-CUTE_DSL = PackageSource(
-    "cute_dsl", "CuTe DSL (nvidia-cutlass-dsl)", "cutlass",
-    ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core"),
-    marker="cute", mentions=("cute", "cutlass", "cutedsl"))
-PACKAGES: tuple[PackageSource, ...] = (CUTE_DSL, TRITON, TORCH)
+def package_sources() -> tuple[PackageSource, ...]:
+    """The doc sources of the registered languages, each once, in registration order."""
+    return tuple(dict.fromkeys(entry.docs for entry in languages() if entry.docs is not None))
+
+
+PACKAGES = package_sources()  # the built-in languages'; the library asks package_sources() for later ones
 
 
 # ---------------------------------------------------------------------------------------------- reading files

@@ -13,15 +13,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.docs.index import PACKAGES, Chunk, Limits, PackageSource, SourceReport, folder_chunks, package_chunks, \
-    protocol_chunks
+from core.docs.index import Chunk, Limits, PackageSource, SourceReport, folder_chunks, package_chunks, \
+    package_sources, protocol_chunks
 from core.docs.search import Bm25, build_bm25, rank, tokens
 
 READ_CHARS = 4000
 DEFAULT_RESULTS = 8
 MAX_RESULTS = 20
 MAX_QUERY_CHARS = 500
-SOURCE_NAMES = ("torch", "triton", "cute_dsl", "protocol", "docs")
+PROJECT_SOURCES = ("protocol", "docs")
+
+
+def source_names() -> tuple[str, ...]:
+    """What a search may be narrowed to: the kernel languages' doc sources, the protocol and the run's folders."""
+    return tuple(p.name for p in package_sources()) + PROJECT_SOURCES
+
+
+SOURCE_NAMES = source_names()  # the built-in languages'; searches ask source_names() for later ones
 
 
 class DocsError(ValueError):
@@ -36,10 +44,15 @@ class DocsLibrary:
     build_s: float
     by_path: dict[str, Chunk] = field(repr=False, compare=False, default_factory=dict)
 
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        """The registered languages' doc sources (and any other this library indexes), the protocol, the folders."""
+        return tuple(dict.fromkeys(tuple(p.name for p in self.packages) + source_names()))
+
     def search_text(self, query: str, *, source: str | None = None, limit: int = DEFAULT_RESULTS) -> str:
         query = _checked_query(query)
-        if source is not None and source not in SOURCE_NAMES:
-            raise DocsError(f"no source {source!r}; sources: {', '.join(SOURCE_NAMES)}")
+        if source is not None and source not in self.source_names:
+            raise DocsError(f"no source {source!r}; sources: {', '.join(self.source_names)}")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RESULTS:
             raise DocsError(f"limit must be an integer from 1 to {MAX_RESULTS}")
         notes = self._missing_notes(query, source)
@@ -126,10 +139,11 @@ def full_text(chunk: Chunk) -> str:
     return f"{chunk.text}\n\nsource ({chunk.file}, lines {start}-{end}):\n" + "\n".join(lines)
 
 
-def build_library(folders: tuple[str, ...] = (), *, packages: tuple[PackageSource, ...] = PACKAGES,
+def build_library(folders: tuple[str, ...] = (), *, packages: tuple[PackageSource, ...] | None = None,
                   protocol: bool = True, limits: Limits = Limits()) -> DocsLibrary:
     """Index the packages, the protocol and ``folders`` now (no cache)."""
     started = time.perf_counter()
+    packages = package_sources() if packages is None else packages
     parts = [package_chunks(p, limits) for p in packages]
     return _assemble(parts, folders, packages, protocol, limits, started)
 
@@ -162,10 +176,11 @@ def shared_library(folders: tuple[str, ...] | list[str] = ()) -> DocsLibrary:
         library = _LIBRARIES.get(key)
         if library is None:
             started = time.perf_counter()
-            for package in PACKAGES:
+            packages = package_sources()
+            for package in packages:
                 if package.name not in _PACKAGE_PARTS:
                     _PACKAGE_PARTS[package.name] = package_chunks(package)
-            library = _assemble([_PACKAGE_PARTS[p.name] for p in PACKAGES], key, PACKAGES, True, Limits(), started)
+            library = _assemble([_PACKAGE_PARTS[p.name] for p in packages], key, packages, True, Limits(), started)
             _LIBRARIES[key] = library
         return library
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from core.build.process import ProcessOutcome
 from core.evaluate.usage import PoolUsage
 from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Verdict
@@ -105,4 +107,13 @@ class Evaluator(Protocol):
 
     def news(self) -> list[str]:
         """Lines for the run's log since the last call: devices lost, joined or replaced."""
+        ...
+
+    async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
+                           priority: int = 0, *, problem: Problem | None = None,
+                           blob_roots: tuple[str, ...] = ()) -> ProcessOutcome:
+        """``command`` (an instrument around candidate code: ncu, compute-sanitizer, one run) on a device, confined
+        like a candidate: it writes only ``scratch``, sees no secret, and is stopped at ``timeout_s``. Its files are
+        in ``scratch``'s parent folder and ``problem``'s; an evaluator whose devices are elsewhere ships both, runs
+        it there with their paths as they are there, and brings ``scratch`` back."""
         ...

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from core.build import BuildService
+from core.build.process import ProcessOutcome
 from core.evaluate.evaluate import build_and_evaluate, evaluate_built
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
 from core.evaluate.pool import EvaluationPool
@@ -73,9 +74,13 @@ class LocalEvaluator:
     def news(self) -> list[str]:
         return []  # this machine's devices do not come and go
 
-    async def run_confined(self, *args: Any, **kwargs: Any):
-        """An instrument around candidate code, confined on a device (``EvaluationPool.run_confined``)."""
-        return await self.pool.run_confined(*args, **kwargs)
+    async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
+                           priority: int = 0, *, problem: Problem | None = None,
+                           blob_roots: tuple[str, ...] = ()) -> ProcessOutcome:
+        """An instrument around candidate code, confined on a device (``EvaluationPool.run_confined``); the
+        problem's folder is read where it is."""
+        return await self.pool.run_confined(command, scratch, env, timeout_s, priority, problem=problem,
+                                            blob_roots=blob_roots)
 
     async def evaluate(self, request: EvaluationRequest) -> Evaluation:
         return await build_and_evaluate(self.pool, self.builds, request, sol_ms=self._sol.get(request.problem.path),
@@ -122,3 +127,10 @@ async def sol_for(problem: Problem, indices: list[int], device: str, device_mode
     async with _TRACING:
         return await anyio.to_thread.run_sync(speed_of_light, problem, indices, device,
                                               "" if device_model == "cpu" else device_model)
+
+
+def from_options(options) -> LocalEvaluator:
+    """The ``local`` host backend (``core.evaluate.hosts``): this machine's GPUs, or its CPU."""
+    return LocalEvaluator(options.device, list(options.gpus), builds=options.builds, device_model=options.device_model,
+                          spare=options.spare, workload_timeout_s=options.workload_timeout_s,
+                          readable=list(options.readable))

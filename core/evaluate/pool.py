@@ -26,10 +26,15 @@ from core.build.process import ProcessOutcome, run_in_process_group
 from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
+from core.evaluate.messages import (Baseline, BaselineAbandoned, BaselineForget, BaselineInputs, BaselineLookup,
+                                    BaselineMeasured, BaselineMiss, BaselinePrepare, BaselineReady, BaselineTime,
+                                    Check, Checked, Failed, Load, MachineProbe, MachineProbed, Ran, Reference,
+                                    ReferenceMade, Run, Spot, Spotted, Time, Timed, as_kind)
 from core.evaluate.usage import PoolUsage
 from core.evaluate.worker_process import WorkerGone, WorkerProcess, physical_gpu
+from core.evaluate.timing_method import TimingMethod
 from core.evaluate.timing_policy import TimingPolicy
-from core.evaluate.verdict import ErrorStats, Status, Timing, Verdict, WorkloadVerdict, overall
+from core.evaluate.verdict import ErrorStats, ReasonCode, Status, Timing, Verdict, WorkloadVerdict, overall
 from core.problem.schema import Problem
 from core.solution.io import solution_to_dict
 from core.solution.schema import Solution
@@ -203,10 +208,12 @@ class EvaluationPool:
                 self.usage.jobs += 1
 
     async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
-                           priority: int = 0) -> ProcessOutcome:
+                           priority: int = 0, *, problem: Problem | None = None,
+                           blob_roots: tuple[str, ...] = ()) -> ProcessOutcome:
         """``command`` (an instrument around candidate code) on the first device free, confined like a candidate:
         it writes only ``scratch``, sees no secret, and dies with its process group at ``timeout_s``. The device
-        is held throughout, so no candidate is timed beside it, and the time counts as busy device time."""
+        is held throughout, so no candidate is timed beside it, and the time counts as busy device time. The
+        problem's folder (``problem``) is read where it is, here."""
         async with self._holding(priority) as (slot, waited):
             self.usage.queue_wait_s += waited
             environment = sandbox.scrubbed_environment(os.environ, str(scratch))
@@ -272,7 +279,7 @@ class EvaluationPool:
             timeout_s, skipped = compiling.next_timeout_s()
             lost_compiles: list[str] = []
 
-            def request(compile_failure: str) -> dict[str, Any]:
+            def request(compile_failure: str) -> Baseline:
                 if compile_failure:
                     lost_compiles.append(compile_failure)
                 if compile_failure and timeout_s < compile_timeout_s:
@@ -308,7 +315,7 @@ class EvaluationPool:
             results[index] = await measure(index, forget=True)
         for index, why in sanity.inversions(problem, list(results.values())).items():
             results[index] = sanity.distrusted(results[index], why)
-            forget = {**tb.request_for(problem, index, timing=timing, blob_roots=blob_roots), "op": "baseline_forget"}
+            forget = as_kind(tb.request_for(problem, index, timing=timing, blob_roots=blob_roots), BaselineForget)
             try:
                 await helper.worker().request(forget, self.load_timeout_s)
             except WorkerGone:
@@ -324,14 +331,14 @@ class EvaluationPool:
             try:
                 async with helper.lock, self._holding(priority, slot, may_borrow=True) as (_, waited):
                     self.usage.own_gpu_wait_s += waited
-                    reply = await helper.worker().request({"op": "machine_probe"}, self.load_timeout_s)
+                    reply = await helper.worker().request(MachineProbe(), self.load_timeout_s)
             except WorkerGone:
                 helper.replace()
                 return
-            slot.machine_now = reply.get("machine") or {}
+            slot.machine_now = (reply.machine if isinstance(reply, MachineProbed) else None) or {}
 
     async def _baseline_apart(self, slot: _DeviceSlot, helper: _Baseliner, request, compile_timeout_s: float,
-                              priority: int) -> dict[str, Any]:
+                              priority: int) -> Any:
         """T_b from the slot's baseline process: a cache lookup, then, on a miss, three requests: the inputs and
         the eager reference's first run holding the device (GPU work that would disturb a candidate timed
         meanwhile), torch.compile without it (CPU work, apart from its warm-up calls), the timing holding it
@@ -344,21 +351,21 @@ class EvaluationPool:
             worker = helper.worker()
             try:
                 if not compile_failure:  # a cached T_b needs no GPU
-                    cached = await worker.request({**message, "op": "baseline_lookup"}, self.load_timeout_s)
-                    if cached.get("status") != "miss":
+                    cached = await worker.request(as_kind(message, BaselineLookup), self.load_timeout_s)
+                    if not isinstance(cached, BaselineMiss):
                         return cached
                 async with self._holding(priority, slot, may_borrow=True) as (_, waited):
                     self.usage.own_gpu_wait_s += waited
-                    made = await worker.request({**message, "op": "baseline_inputs"},
+                    made = await worker.request(as_kind(message, BaselineInputs),
                                                 tb.reply_timeout_s(0.0, self.workload_timeout_s))
             except WorkerGone as gone:
                 return _baseliner_lost(helper, gone)
-            if made.get("fatal"):
+            if isinstance(made, Failed) and made.fatal:
                 helper.replace()
-            if made.get("status") != "ready":
+            if not isinstance(made, BaselineReady):
                 return made  # from the cache, or a failure
             try:
-                ready = await worker.request({**message, "op": "baseline_prepare"},
+                ready = await worker.request(as_kind(message, BaselinePrepare),
                                              tb.reply_timeout_s(compile_timeout_s, self.workload_timeout_s))
             except WorkerGone as gone:
                 compile_failure = _lost_while_compiling(message, "the baseline process", gone)
@@ -366,25 +373,25 @@ class EvaluationPool:
                     return _baseliner_lost(helper, gone)
                 helper.replace()
                 continue
-            if ready.get("restart") or ready.get("fatal"):
+            if getattr(ready, "restart", False) or getattr(ready, "fatal", False):
                 helper.replace()
-                if ready.get("abandoned") and message["compile"]:
-                    compile_failure = str(ready["abandoned"])
+                if isinstance(ready, BaselineAbandoned) and ready.abandoned and message.compile:
+                    compile_failure = ready.abandoned
                     continue
-            if ready.get("status") != "ready":
+            if not isinstance(ready, BaselineReady):
                 return ready
             try:
                 async with self._holding(priority, slot, may_borrow=True) as (_, waited):
                     self.usage.own_gpu_wait_s += waited
-                    reply = await worker.request({"op": "baseline_time"}, 2 * self.workload_timeout_s + 30.0)
+                    reply = await worker.request(BaselineTime(), 2 * self.workload_timeout_s + 30.0)
             except WorkerGone as gone:
                 return _baseliner_lost(helper, gone)
-            if reply.get("fatal"):
+            if isinstance(reply, Failed) and reply.fatal:
                 helper.replace()
             return reply
 
     async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
-                                 priority: int) -> dict[str, Any]:
+                                 priority: int) -> Any:
         from core.evaluate import baseline as tb
 
         compile_failure = ""
@@ -401,8 +408,8 @@ class EvaluationPool:
                     compile_failure = _lost_while_compiling(message, "the judge", gone)
                     if compile_failure:
                         continue
-                    reply = {"status": "error", "reason": f"judge: {gone.reason}"}
-                if reply.get("fatal") or reply.get("restart"):
+                    reply = Failed("error", f"judge: {gone.reason}")
+                if getattr(reply, "fatal", False) or getattr(reply, "restart", False):
                     slot.replace_judge()
                 return reply
         finally:
@@ -427,15 +434,14 @@ class EvaluationPool:
             """Load the candidate into the slot's candidate process; a failure is the verdict of ``index``."""
             try:
                 loaded = await slot.candidate.request(
-                    {"op": "load", **common, "solution": solution_to_dict(job.solution),
-                     "solution_dir": str(Path(job.solution_dir).resolve())}, self.load_timeout_s)
+                    Load(**common, solution=solution_to_dict(job.solution),
+                         solution_dir=str(Path(job.solution_dir).resolve())), self.load_timeout_s)
             except WorkerGone as gone:
                 slot.replace_candidate()
                 return WorkloadVerdict(index, gone.status, gone.reason)
-            if loaded.get("status") != "ok":
+            if isinstance(loaded, Failed):
                 slot.replace_candidate()  # a failed import may have left anything behind
-                return WorkloadVerdict(index, _status(loaded.get("status", "RUNTIME_ERROR")),
-                                       str(loaded.get("reason", "")))
+                return _failed_verdict(index, loaded)
             return None
 
         failed = await load(indices[0] if indices else 0)
@@ -539,8 +545,7 @@ class EvaluationPool:
             async def candidate_rounds() -> None:
                 try:
                     rounds["reply"] = await slot.candidate.request(
-                        {"op": "run", "workload": index, "seeds": seeds, "exchange_dir": str(exchange),
-                         "mutable_inputs": list(ref.get("mutates", [])), "keep_inputs": job.timing is not None},
+                        Run(index, seeds, str(exchange), list(ref.mutates), keep_inputs=job.timing is not None),
                         self.workload_timeout_s)
                 except WorkerGone as gone:
                     rounds["gone"] = gone
@@ -552,48 +557,48 @@ class EvaluationPool:
                 slot.replace_candidate()
                 return WorkloadVerdict(index, rounds["gone"].status, rounds["gone"].reason), True
             ran = rounds["reply"]
-            if ran.get("status") != "ok":
+            if not isinstance(ran, Ran):
                 return _candidate_refused(slot, index, ran)
             phases["run"] = time.monotonic() - began
             _add_phases(phases, "run", ran)
-            timed: dict[str, Any] = {}
+            timed = _Timed()
             if job.timing is not None:
-                for op, fields in (("time", {"timing": asdict(job.timing)}),
-                                   # Which elements of the timed calls' outputs are spot-checked reaches the
-                                   # candidate's process only once the timed calls are over.
-                                   ("spot", {"exchange_dir": str(exchange), "sample_seed": secrets.randbits(63)})):
+                for op, message in (("time", Time(index, asdict(job.timing))),
+                                    # Which elements of the timed calls' outputs are spot-checked reaches the
+                                    # candidate's process only once the timed calls are over.
+                                    ("spot", Spot(index, str(exchange), secrets.randbits(63)))):
                     began = time.monotonic()
                     try:
-                        reply = await slot.candidate.request({"op": op, "workload": index, **fields},
-                                                             self.workload_timeout_s)
+                        reply = await slot.candidate.request(message, self.workload_timeout_s)
                     except WorkerGone as gone:
                         slot.replace_candidate()
                         return WorkloadVerdict(index, gone.status, gone.reason), True
-                    if reply.get("status") != "ok":
+                    if not isinstance(reply, (Timed, Spotted)):
                         return _candidate_refused(slot, index, reply)
                     phases[op] = time.monotonic() - began
                     _add_phases(phases, "run", reply)
-                    timed[op] = reply
-                    if op == "spot":
-                        timed["sample_seed"] = fields["sample_seed"]
-            return _Unchecked(index, ran.get("files", {}), timed, phases, judge)
+                    if isinstance(reply, Timed):
+                        timed.timing = reply.timing
+                    else:
+                        timed.spot, timed.sample_seed = reply.spot, message.sample_seed
+            return _Unchecked(index, ran.files, timed, phases, judge)
         finally:
             await check_previous()  # whatever became of this workload, the previous one gets its verdict
 
     async def _reference(self, slot: _DeviceSlot, common: dict[str, Any], index: int, seeds: list[int],
-                         keep: int | None = None) -> dict[str, Any] | WorkloadVerdict:
+                         keep: int | None = None) -> ReferenceMade | WorkloadVerdict:
         """The judge's reference outputs of ``index`` (it keeps those of ``keep`` too); a failure is the
         workload's verdict."""
         try:
-            ref = await slot.judge.request({"op": "reference", **common, "workload": index, "seeds": seeds,
-                                            "keep_workload": keep}, self.workload_timeout_s)
+            ref = await slot.judge.request(Reference(**common, workload=index, seeds=seeds, keep_workload=keep),
+                                           self.workload_timeout_s)
         except WorkerGone as gone:
             slot.replace_judge()
             return WorkloadVerdict(index, Status.INVALID_REFERENCE, f"reference: {gone.reason}")
-        if ref.get("status") != "ok":
-            if ref.get("fatal"):
+        if not isinstance(ref, ReferenceMade):
+            if ref.fatal:
                 slot.replace_judge()
-            return WorkloadVerdict(index, Status.INVALID_REFERENCE, str(ref.get("reason", "")))
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, ref.reason)
         return ref
 
     async def _check_workload(self, slot: _DeviceSlot, job: EvalJob, unchecked: _Unchecked, seeds: list[int],
@@ -607,12 +612,10 @@ class EvaluationPool:
                 if isinstance(ref, WorkloadVerdict):
                     return ref
             began = time.monotonic()
-            spot = unchecked.timed.get("spot", {})
             try:
                 checked = await slot.judge.request(
-                    {"op": "check", **common, "workload": index, "files": unchecked.files,
-                     "spot": spot.get("spot", []), "sample_seed": unchecked.timed.get("sample_seed")},
-                    self.workload_timeout_s)
+                    Check(**common, workload=index, files=unchecked.files, spot=unchecked.timed.spot,
+                          sample_seed=unchecked.timed.sample_seed), self.workload_timeout_s)
             except WorkerGone as gone:
                 slot.replace_judge()
                 return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}")
@@ -622,32 +625,43 @@ class EvaluationPool:
             for leftover in exchange.glob(f"w{index}_*"):
                 leftover.unlink(missing_ok=True)
         _add_phases(phases, "check", checked)
-        errors = ErrorStats(**checked["errors"]) if isinstance(checked.get("errors"), dict) else ErrorStats()
-        timing_result = _timing(unchecked.timed.get("time", {}).get("timing"))
-        status = _status(checked.get("status"))
-        reason = str(checked.get("reason", ""))
+        errors = _errors(checked.errors)
+        timing_result = _timing(unchecked.timed.timing)
+        if isinstance(checked, Checked):
+            status, reason, code = Status.PASSED, "", ReasonCode.NONE
+        else:
+            status, reason, code = _status(checked.status), checked.reason, ReasonCode.read(checked.code)
         if status is Status.PASSED and timing_result and job.sol_ms and index in job.sol_ms \
                 and timing_result.median_ms < IMPOSSIBLE_FRACTION * job.sol_ms[index]:
-            status = Status.REWARD_HACK
+            status, code = Status.REWARD_HACK, ReasonCode.UNDER_SPEED_OF_LIGHT
             reason = (f"measured {timing_result.median_ms * 1e3:.2f} us is under {IMPOSSIBLE_FRACTION:g} x the "
                       f"speed-of-light bound {job.sol_ms[index] * 1e3:.2f} us: physically impossible")
-        return WorkloadVerdict(index, status, reason, errors, timing_result, phases)
+        return WorkloadVerdict(index, status, reason, errors, timing_result, phases, code)
+
+
+@dataclass
+class _Timed:
+    """What a workload's "time" and "spot" requests answered: the timing's fields, the spot-check files and the
+    seed of their sample."""
+    timing: dict[str, Any] | None = None
+    spot: list[list[Any]] = field(default_factory=list)
+    sample_seed: int | None = None
 
 
 @dataclass
 class _Unchecked:
-    """A workload evaluated up to its check: the candidate's files per seed, its "time" and "spot" replies (and
-    the sample's seed), the phases so far, and the judge process that holds its reference outputs."""
+    """A workload evaluated up to its check: the candidate's files per seed, its timing and spot-check answers,
+    the phases so far, and the judge process that holds its reference outputs."""
     index: int
     files: dict[str, str]
-    timed: dict[str, Any]
+    timed: _Timed
     phases: dict[str, float]
     judge: WorkerProcess
 
 
-def _add_phases(phases: dict[str, float], request: str, reply: dict[str, Any]) -> None:
+def _add_phases(phases: dict[str, float], request: str, reply: Any) -> None:
     """The worker's own account of its parts (``phase_s``), as ``request.part``."""
-    reported = reply.get("phase_s")
+    reported = getattr(reply, "phase_s", None)
     if isinstance(reported, dict):
         phases.update({f"{request}.{k}": float(v) for k, v in reported.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
@@ -662,13 +676,18 @@ def _pipelined(job: EvalJob, checked: int, next_index: int) -> bool:
         return False
 
 
-def _candidate_refused(slot: _DeviceSlot, index: int, reply: dict[str, Any]) -> tuple[WorkloadVerdict, bool]:
-    """The verdict of a workload whose candidate request did not answer "ok", and whether the job stops there (a
+def _candidate_refused(slot: _DeviceSlot, index: int, reply: Any) -> tuple[WorkloadVerdict, bool]:
+    """The verdict of a workload whose candidate request did not succeed, and whether the job stops there (a
     fatal fault). A process that faulted or was caught cheating is replaced: it may have left anything behind."""
-    fatal = bool(reply.get("fatal"))
-    if fatal or reply.get("status") == "REWARD_HACK":
+    if not isinstance(reply, Failed):  # a success of another request's kind: not an answer to this one
+        reply = Failed("RUNTIME_ERROR", "the candidate process answered out of turn")
+    if reply.fatal or reply.status == "REWARD_HACK":
         slot.replace_candidate()
-    return WorkloadVerdict(index, _status(reply.get("status")), str(reply.get("reason", ""))), fatal
+    return _failed_verdict(index, reply), reply.fatal
+
+
+def _failed_verdict(index: int, reply: Failed) -> WorkloadVerdict:
+    return WorkloadVerdict(index, _status(reply.status), reply.reason, code=ReasonCode.read(reply.code))
 
 
 def _exchange_bytes(job: EvalJob, index: int) -> int:
@@ -690,15 +709,15 @@ def baseliners_for(device: str, devices: int, shared_cores: int) -> int:
     return max(1, min(MAX_BASELINERS, shared_cores // (2 * max(1, devices))))
 
 
-def _baseliner_lost(helper: _Baseliner, gone: WorkerGone) -> dict[str, Any]:
+def _baseliner_lost(helper: _Baseliner, gone: WorkerGone) -> Failed:
     helper.replace()
-    return {"status": "error", "reason": f"baseline process: {gone.reason}"}
+    return Failed("error", f"baseline process: {gone.reason}")
 
 
-def _lost_while_compiling(message: dict[str, Any], process: str, gone: WorkerGone) -> str:
+def _lost_while_compiling(message: Any, process: str, gone: WorkerGone) -> str:
     """The reason to record when a process measuring T_b was lost with torch.compile on (most likely the compile:
     it is asked again without), else ""."""
-    return f"torch.compile: {process} was lost ({gone.reason}); eager used" if message["compile"] else ""
+    return f"torch.compile: {process} was lost ({gone.reason}); eager used" if message.compile else ""
 
 
 MAX_BASELINERS = 4
@@ -719,10 +738,18 @@ def _status(value: Any) -> Status:
         return Status.RUNTIME_ERROR
 
 
+def _errors(fields: Any) -> ErrorStats:
+    try:
+        return ErrorStats(**fields) if isinstance(fields, dict) else ErrorStats()
+    except TypeError:
+        return ErrorStats()
+
+
 def _timing(fields: Any) -> Timing | None:
     if not isinstance(fields, dict):
         return None
     try:
-        return Timing(float(fields["median_ms"]), float(fields["spread"]), int(fields["calls"]), str(fields["method"]))
+        return Timing(float(fields["median_ms"]), float(fields["spread"]), int(fields["calls"]), str(fields["method"]),
+                      TimingMethod.from_dict(fields.get("how")))
     except (KeyError, TypeError, ValueError):
         return None

@@ -17,11 +17,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from core.evaluate.cupti_span import KernelSpanTracer
+from core.evaluate.timing_method import (CUDA_EVENTS, CUPTI_SPAN, DEVICE_SYNC, EVENTS_METHOD, HOST_BOUND_NOTE,
+                                         SPAN_METHOD, SPANS_HIDDEN_NOTE, SPANS_UNCHECKED_NOTE, WALL, TimingMethod)
 from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Timing
 
@@ -228,27 +230,22 @@ class TimedCall:
         return self.span_ms if self.spanned else self.event_ms
 
 
-EVENTS_METHOD = "cuda events per call, L2 flushed, device-wide check"
-SPAN_METHOD = "CUPTI kernel span per call, L2 flushed, device-wide check"
-HOST_BOUND_NOTE = "; host-bound: the calls kept the GPU waiting for the host"
-SPANS_HIDDEN_NOTE = ("; cuda events: with the GPU waiting on a spin, the calls' kernel spans fell short of their "
-                     "events (GPU work hidden from CUPTI)")
-SPANS_UNCHECKED_NOTE = ("; cuda events: the kernel spans could not be checked against the events (no call launched "
-                        "within a lead of {cap:g} ms)")
-
-
 def timing_method(counted: list[TimedCall], traced: bool, bound: bool) -> str:
+    """The method sentence of a timing (``timing_method_of`` described)."""
+    return timing_method_of(counted, traced, bound).describe()
+
+
+def timing_method_of(counted: list[TimedCall], traced: bool, bound: bool) -> TimingMethod:
     """The method of a timing from its counted calls; ``traced``: CUPTI traced all of them; ``bound``: host-bound
     (the calls not led are counted too, at their event times)."""
-    method = SPAN_METHOD if any(c.spanned for c in counted) else EVENTS_METHOD
+    spanned = any(c.spanned for c in counted)
+    notes = []
     if traced and any(c.span_ms is None for c in counted):
-        method += ("; cuda events for the calls that launched no GPU work" if method == SPAN_METHOD
-                   else "; CUPTI saw no GPU work launched by the calls")
+        notes.append("cuda events for the calls that launched no GPU work" if spanned
+                     else "CUPTI saw no GPU work launched by the calls")
     if traced and any(c.span_short for c in counted):
-        method += "; cuda events for the calls whose kernel span fell short of them"
-    if bound:
-        method += HOST_BOUND_NOTE
-    return method
+        notes.append("cuda events for the calls whose kernel span fell short of them")
+    return TimingMethod(CUPTI_SPAN if spanned else CUDA_EVENTS, host_bound=bound, notes=tuple(notes))
 
 
 def spans_hold(check: list[TimedCall]) -> bool | None:
@@ -284,32 +281,43 @@ def time_cuda(call: Callable[[int], None], prepare: Callable[[int], None], devic
     finally:
         if tracer is not None:
             tracer.stop()
-    counted, method = counted_calls(timed, check, traced, policy.min_calls)
+    counted, method = counted_calls_method(timed, check, traced, policy.min_calls)
     median, spread = quantiles([c.time_ms for c in counted])
     # With spans too: work on another stream hidden from CUPTI shows only here.
     unseen = _device_wide_check(call, prepare, device, policy, flush, median / 1e3)
-    return unseen or Timing(median, spread, len(counted), method)
+    return unseen or Timing(median, spread, len(counted), method.describe(), method)
 
 
 def counted_calls(timed: list[TimedCall], check: list[TimedCall], traced: bool,
                   min_calls: int) -> tuple[list[TimedCall], str]:
+    """``counted_calls_method`` with the method as its sentence."""
+    counted, method = counted_calls_method(timed, check, traced, min_calls)
+    return counted, method.describe()
+
+
+def counted_calls_method(timed: list[TimedCall], check: list[TimedCall], traced: bool,
+                         min_calls: int) -> tuple[list[TimedCall], TimingMethod]:
     """The calls a timing counts, and its method. ``traced``: CUPTI traced the whole timing, ``timed`` and the
     check pass's ``check`` carry spans. Spans are used once ``spans_hold`` says they agree with the events; then
     every call counts by its span, as upstream counts it (a host slower than the GPU changes nothing). Otherwise
     the led calls count by their events, all of them when too few were led (host-bound)."""
-    note = ""
+    dropped = ""
     if traced:
         holds = spans_hold(check)
         if holds is None and any(c.span_ms is not None for c in timed):
-            traced, note = False, SPANS_UNCHECKED_NOTE.format(cap=LEAD_CAP_S * 1e3)
+            traced, dropped = False, "unchecked"
         elif holds is False:
-            traced, note = False, SPANS_HIDDEN_NOTE
+            traced, dropped = False, "hidden"
     if traced:
-        return timed, timing_method(timed, True, False)
+        return timed, timing_method_of(timed, True, False)
     timed = [TimedCall(c.event_ms, None, c.led) for c in timed]
     counted = [c for c in timed if c.led]
     bound = host_bound(len(counted), len(timed), min_calls)
-    return (timed if bound else counted), timing_method(timed if bound else counted, False, bound) + note
+    method = timing_method_of(timed if bound else counted, False, bound)
+    if dropped:
+        method = replace(method, spans_dropped=dropped,
+                         lead_cap_ms=LEAD_CAP_S * 1e3 if dropped == "unchecked" else None)
+    return (timed if bound else counted), method
 
 
 def _timed_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
@@ -439,9 +447,8 @@ def _device_wide_check(call: Callable[[int], None], prepare: Callable[[int], Non
             return None
         waits_us.append(f"{statistics.median(lags) * 1e6:.0f}")
     device_median, device_spread = quantiles(device_times)
-    return Timing(device_median, device_spread, len(device_times),
-                  "cuda events around a device-wide synchronisation, no lead (work seen outside the current stream: "
-                  f"its median wait beyond an idle one was {' and '.join(waits_us)} us in {len(waits_us)} passes)")
+    method = TimingMethod(DEVICE_SYNC, waits_us=tuple(waits_us))
+    return Timing(device_median, device_spread, len(device_times), method.describe(), method)
 
 
 def _synchronised_calls(call: Callable[[int], None], prepare: Callable[[int], None], device: torch.device,
@@ -499,4 +506,5 @@ def time_cpu(call: Callable[[int], None], prepare: Callable[[int], None],
         call(len(times))
         times.append((time.perf_counter() - began) * 1e3)
     median, spread = quantiles(times)
-    return Timing(median, spread, len(times), "wall clock per call (cpu)")
+    method = TimingMethod(WALL)
+    return Timing(median, spread, len(times), method.describe(), method)

@@ -25,6 +25,11 @@ class TimingPolicy:
     kernel_spans: bool = False
 
 
+# The short timing of ``[evaluation] timing = "quick"`` and of ``kernelfleet eval --quick-timing`` (tests): fewer,
+# shorter timed runs, for candidates and baselines alike.
+QUICK_TIMING = TimingPolicy(warmup_calls=1, min_calls=5, max_calls=100, target_seconds=0.02, device_check_calls=3)
+
+
 def describe(policy: TimingPolicy, device: str) -> str:
     """One line for a run's log: how calls will be timed on ``device``."""
     from core.evaluate import cupti_span

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from core.evaluate.timing_method import TimingMethod
+
 
 class Status(str, Enum):
     PASSED = "PASSED"
@@ -19,6 +21,29 @@ class Status(str, Enum):
     INVALID_REFERENCE = "INVALID_REFERENCE"
     UNAVAILABLE = "UNAVAILABLE"  # the workload cannot be built here (e.g. its safetensors blob is absent)
     REJECTED = "REJECTED"  # refused by the run's reviewer model before any build or evaluation
+
+
+class ReasonCode(str, Enum):
+    """What kind of reason a workload's verdict gives, for code that acts on it (the sentence is for people)."""
+
+    NONE = ""
+    LOAD_FAILED = "load_failed"  # importing the solution raised
+    IMPORT_TAMPERED = "import_tampered"  # importing the solution replaced what the harness relies on
+    TIMED_OUTPUT_WRONG = "timed_output_wrong"  # a timed call's output failed its spot check
+    UNDER_SPEED_OF_LIGHT = "under_speed_of_light"  # measured faster than physically possible
+
+    @property
+    def solution_wide(self) -> bool:
+        """A property of the solution, the same on every workload: found once, it is every workload's verdict."""
+        return self in (ReasonCode.LOAD_FAILED, ReasonCode.IMPORT_TAMPERED)
+
+    @classmethod
+    def read(cls, value: object) -> ReasonCode:
+        """A code from a message or a stored verdict; anything unknown reads as NONE."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.NONE
 
 
 @dataclass(frozen=True)
@@ -39,7 +64,8 @@ class Timing:
     median_ms: float
     spread: float  # interquartile range / median
     calls: int
-    method: str  # e.g. "cuda events, L2 flushed, device-wide check"
+    method: str  # the sentence, e.g. "cuda events per call, L2 flushed, device-wide check": for display
+    how: TimingMethod | None = None  # the same, structured, for code to ask; None where only the sentence came
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,7 @@ class WorkloadVerdict:
     # Where the evaluation's wall time went, in seconds: the requests as the pool saw them ("reference", "run",
     # "check") and the workers' own accounts of their parts ("run.timing", "check.load", ...). For tuning, not trust.
     phase_s: dict[str, float] = field(default_factory=dict)
+    code: ReasonCode = ReasonCode.NONE
 
     @property
     def passed(self) -> bool:

@@ -27,6 +27,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from core.evaluate.messages import (BASELINE_REQUESTS, Answer, Check, Checked, Done, Exit, Failed, Load, Ready,
+                                    Reference, ReferenceMade, Request, Ran, Run, Spot, Spotted, Time, Timed,
+                                    decode_request, encode, encode_ready)
+from core.evaluate.verdict import ReasonCode
+
 FATAL_CUDA_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "an illegal", "CUDA error: unknown error")
 
@@ -51,23 +56,23 @@ def main(argv: list[str]) -> int:
         torch.cuda.init()
         torch.empty(1, device=device)
     handler = CandidateHarness(device) if role == "candidate" else Judge(device)
-    conn.send_bytes(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    conn.send_bytes(json.dumps(encode_ready(Ready(os.getpid()))).encode())
     while True:
         try:
-            request = json.loads(conn.recv_bytes())
+            request = decode_request(json.loads(conn.recv_bytes()))
         except EOFError:
             return 0
-        if request.get("op") == "exit":
+        if isinstance(request, Exit):
             return 0
         try:
             reply = handler.handle(request)
         except WorkerFatal as fatal:
-            conn.send_bytes(json.dumps({"status": "RUNTIME_ERROR", "reason": str(fatal), "fatal": True}).encode())
+            conn.send_bytes(json.dumps(encode(Failed("RUNTIME_ERROR", str(fatal), fatal=True))).encode())
             return 3
         if device.startswith("cuda"):
             # Candidate and judge share the GPU: memory one allocator keeps cached is memory the other cannot use.
             torch.cuda.empty_cache()
-        conn.send_bytes(json.dumps(reply).encode())
+        conn.send_bytes(json.dumps(encode(reply)).encode())
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -160,15 +165,14 @@ class _Watch:
         return changed
 
 
-def _left_running(what: str, threads_before: set, children_before: set[int]) -> dict[str, Any] | None:
+def _left_running(what: str, threads_before: set, children_before: set[int]) -> Failed | None:
     """A REWARD_HACK reply when ``what`` left a thread or a child process running, else None."""
     lingering = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
     if lingering:
-        return {"status": "REWARD_HACK",
-                "reason": f"{what} left {len(lingering)} thread(s) running ({lingering[0].name})"}
+        return Failed("REWARD_HACK", f"{what} left {len(lingering)} thread(s) running ({lingering[0].name})")
     new_children = _child_pids() - children_before
     if new_children:
-        return {"status": "REWARD_HACK", "reason": f"{what} left {len(new_children)} process(es) running"}
+        return Failed("REWARD_HACK", f"{what} left {len(new_children)} process(es) running")
     return None
 
 
@@ -217,46 +221,48 @@ class CandidateHarness:
         self.kept_rounds: tuple[Any, list[dict[str, Any]], list[int]] | None = None
         self.timed_outputs: list[tuple[int, int, dict[str, Any]]] = []
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request["op"]
-        if op == "load":
+    def handle(self, request: Request | dict[str, Any]) -> Answer:
+        if isinstance(request, dict):
+            request = decode_request(request)
+        if isinstance(request, Load):
             return self._load(request)
-        if op == "run":
+        if isinstance(request, Run):
             return self._run(request)
-        if op == "time":
+        if isinstance(request, Time):
             return self._time_kept(request)
-        if op == "spot":
+        if isinstance(request, Spot):
             return self._spot(request)
-        raise ValueError(f"unknown op {op!r}")
+        raise ValueError(f"a candidate process does not take {type(request).__name__} requests")
 
-    def _load(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _load(self, request: Load) -> Answer:
         from core.problem.load import load_problem
         from core.solution.io import parse_solution
         from core.solution.loader import load_entry
 
-        self.problem = load_problem(request["problem_dir"], [Path(p) for p in request.get("blob_roots", [])])
-        solution = parse_solution(request["solution"])
+        self.problem = load_problem(request.problem_dir, [Path(p) for p in request.blob_roots])
+        solution = parse_solution(request.solution)
         self.dps = solution.spec.destination_passing_style
-        self.solution_dir = str(Path(request["solution_dir"]).resolve())
+        self.solution_dir = str(Path(request.solution_dir).resolve())
         try:
-            self.entry = load_entry(request["solution_dir"], solution)
+            self.entry = load_entry(request.solution_dir, solution)
         except Exception as exc:  # noqa: BLE001 - any import failure of candidate code is its result
-            return {"status": "RUNTIME_ERROR", "reason": "could not load the solution: "
-                    + _exception_line(exc, self.solution_dir)}
+            return Failed("RUNTIME_ERROR", "could not load the solution: " + _exception_line(exc, self.solution_dir),
+                          code=ReasonCode.LOAD_FAILED.value)
         tampered = self.watch.tampered()
         if tampered:
-            return {"status": "REWARD_HACK", "reason": f"importing the solution replaced {', '.join(tampered)}"}
-        return {"status": "ok"}
+            return Failed("REWARD_HACK", f"importing the solution replaced {', '.join(tampered)}",
+                          code=ReasonCode.IMPORT_TAMPERED.value)
+        return Done()
 
-    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, request: Run) -> Answer:
         from core.problem.inputs import make_inputs
 
         torch = self.torch
-        workload = self.problem.workloads[request["workload"]]
-        exchange = Path(request["exchange_dir"])
-        seeds: list[int] = request["seeds"]
+        workload = self.problem.workloads[request.workload]
+        exchange = Path(request.exchange_dir)
+        seeds: list[int] = request.seeds
         self.kept_rounds, self.timed_outputs = None, []
-        self.mutable_inputs = frozenset(request.get("mutable_inputs", ()))
+        self.mutable_inputs = frozenset(request.mutable_inputs)
         input_sets, files = [], {}
         phases = {"rounds": 0.0, "save": 0.0}
         for seed in seeds:
@@ -272,54 +278,54 @@ class CandidateHarness:
                 files[str(seed)] = self._save(produced, exchange / f"w{workload.index}_s{seed}.out")
             except (OSError, RuntimeError) as exc:
                 size = sum(v.nbytes for v in produced.values() if isinstance(v, torch.Tensor))
-                return {"status": "RUNTIME_ERROR", "reason": f"could not hand {size / 2**30:.1f} GiB of outputs to "
-                        f"the judge (exchange disk full or over the file size limit): {_exception_line(exc)}"}
+                return Failed("RUNTIME_ERROR", f"could not hand {size / 2**30:.1f} GiB of outputs to the judge "
+                              f"(exchange disk full or over the file size limit): {_exception_line(exc)}")
             phases["save"] += time.perf_counter() - began
             input_sets.append(inputs)
         self.timed_outputs = []
-        self.kept_rounds = (workload, input_sets, seeds) if request.get("keep_inputs") else None
-        return {"status": "ok", "files": files, "phase_s": phases}
+        self.kept_rounds = (workload, input_sets, seeds) if request.keep_inputs else None
+        return Ran(files, phases)
 
-    def _time_kept(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _time_kept(self, request: Time) -> Answer:
         """Time the candidate on the input sets of the last "run" (which kept them), then check that nothing the
         harness relies on was replaced and that the persisting L2 set-aside is as it was."""
         if self.kept_rounds is None:
-            return {"status": "RUNTIME_ERROR", "reason": "no rounds kept to time"}
+            return Failed("RUNTIME_ERROR", "no rounds kept to time")
         workload, input_sets, seeds = self.kept_rounds
         self.kept_rounds = None
         began = time.perf_counter()
         threads_before, children_before = set(threading.enumerate()), _child_pids()
         try:
-            timing = self._time(workload, input_sets, seeds, request["timing"])
+            timing = self._time(workload, input_sets, seeds, request.timing)
         except WorkerFatal:
             raise
         except Exception as exc:  # noqa: BLE001
             if _is_fatal_cuda(exc):
                 raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
-            return {"status": "RUNTIME_ERROR", "reason": "during timing: " + _exception_line(exc, self.solution_dir)}
+            return Failed("RUNTIME_ERROR", "during timing: " + _exception_line(exc, self.solution_dir))
         # Nothing of the candidate's may run on until "spot" samples the timed outputs (it could mend them there).
         left = _left_running("the timed calls", threads_before, children_before)
         if left:
             return left
         tampered = self.watch.tampered()
         if tampered:
-            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+            return Failed("REWARD_HACK", f"the candidate replaced {', '.join(tampered)}")
         pinned = self._check_persisting_l2()
         if pinned:
             return pinned
-        return {"status": "ok", "timing": timing, "phase_s": {"timing": time.perf_counter() - began}}
+        return Timed(timing, {"timing": time.perf_counter() - began})
 
-    def _spot(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _spot(self, request: Spot) -> Answer:
         """The sampled elements (core.evaluate.spot) of each input buffer's last timed outputs, one file each, at
         indices drawn from the request's seed, which the pool sends only after the timing."""
         from core.evaluate.spot import sampled
 
         tampered = self.watch.tampered()
         if tampered:
-            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+            return Failed("REWARD_HACK", f"the candidate replaced {', '.join(tampered)}")
         began = time.perf_counter()
-        seed = int(request["sample_seed"])
-        exchange = Path(request["exchange_dir"])
+        seed = int(request.sample_seed)
+        exchange = Path(request.exchange_dir)
         definition = self.problem.definition
         spot = []
         try:
@@ -332,11 +338,11 @@ class CandidateHarness:
         except Exception as exc:  # noqa: BLE001 - a timed output that cannot be sampled or handed over
             if _is_fatal_cuda(exc):
                 raise WorkerFatal("spot check: " + _exception_line(exc, self.solution_dir)) from None
-            return {"status": "RUNTIME_ERROR", "reason": "handing the timed calls' outputs to the judge: "
-                    + _exception_line(exc, self.solution_dir)}
+            return Failed("RUNTIME_ERROR", "handing the timed calls' outputs to the judge: "
+                          + _exception_line(exc, self.solution_dir))
         finally:
             self.timed_outputs = []
-        return {"status": "ok", "spot": spot, "phase_s": {"spot": time.perf_counter() - began}}
+        return Spotted(spot, {"spot": time.perf_counter() - began})
 
     def _allocate_outputs(self, workload) -> dict[str, Any]:
         from core.problem.dtypes import torch_dtype
@@ -368,7 +374,7 @@ class CandidateHarness:
         return self.entry(*args)
 
     def _call_checked(self, inputs: dict[str, Any], outputs: dict[str, Any] | None
-                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+                      ) -> tuple[Failed | None, dict[str, Any] | None]:
         """Call the candidate once: (the failure reply or None, the outputs by name)."""
         from core.problem.reference import OutputMismatch, outputs_by_name
 
@@ -385,12 +391,12 @@ class CandidateHarness:
         except Exception as exc:  # noqa: BLE001 - a failing candidate is a result, not our error
             if _is_fatal_cuda(exc):
                 raise WorkerFatal(_exception_line(exc, self.solution_dir)) from None
-            return {"status": "RUNTIME_ERROR", "reason": _exception_line(exc, self.solution_dir)}, None
+            return Failed("RUNTIME_ERROR", _exception_line(exc, self.solution_dir)), None
         if outputs is None:
             try:
                 produced = outputs_by_name(self.problem.definition, result)
             except OutputMismatch as exc:
-                return {"status": "INCORRECT_SHAPE", "reason": str(exc)}, None
+                return Failed("INCORRECT_SHAPE", str(exc)), None
         else:
             produced = outputs
         return self._check_after_call(inputs, before, produced, threads_before, children_before), produced
@@ -399,28 +405,27 @@ class CandidateHarness:
         torch = self.torch
         for name, value in produced.items():
             if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
-                return {"status": "REWARD_HACK",
-                        "reason": f"output {name} is a {type(value).__name__}, not a plain torch.Tensor"}
+                return Failed("REWARD_HACK", f"output {name} is a {type(value).__name__}, not a plain torch.Tensor")
         for name, original in before.items():
             now = inputs[name]
             if type(now) is not torch.Tensor or not _same_bits(now, original):
-                return {"status": "RUNTIME_ERROR", "reason": f"the call modified input {name}"}
+                return Failed("RUNTIME_ERROR", f"the call modified input {name}")
         left = _left_running("the call", threads_before, children_before)
         if left:
             return left
         tampered = self.watch.tampered()
         if tampered:
-            return {"status": "REWARD_HACK", "reason": f"the candidate replaced {', '.join(tampered)}"}
+            return Failed("REWARD_HACK", f"the candidate replaced {', '.join(tampered)}")
         return self._check_persisting_l2()
 
-    def _check_persisting_l2(self) -> dict[str, Any] | None:
+    def _check_persisting_l2(self) -> Failed | None:
         """Data pinned in persisting L2 would survive our flush and make timed calls faster than they are."""
         if self.device.type != "cuda":
             return None
         reserved = _persisting_l2_limit()
         if reserved != self.persisting_l2_at_start:
-            return {"status": "REWARD_HACK", "reason": "the candidate changed the persisting L2 cache set-aside "
-                    f"from {self.persisting_l2_at_start} to {reserved} bytes"}
+            return Failed("REWARD_HACK", "the candidate changed the persisting L2 cache set-aside "
+                          f"from {self.persisting_l2_at_start} to {reserved} bytes")
         return None
 
     def _save(self, produced: dict[str, Any], path: Path) -> str:
@@ -469,7 +474,7 @@ class CandidateHarness:
                 produced = outputs_by_name(self.problem.definition, returned[slot])
             self.timed_outputs.append((workload.index, seeds[last_set[slot]], produced))
         return {"median_ms": timing.median_ms, "spread": timing.spread, "calls": timing.calls,
-                "method": timing.method}
+                "method": timing.method, "how": timing.how.to_dict() if timing.how is not None else None}
 
 
 _PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
@@ -510,47 +515,47 @@ class Judge:
         self.expected: dict[tuple[int, int], dict[str, Any]] = {}
         self.pending_baseline = None  # core.evaluate.baseline: a workload prepared, waiting to be timed
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request["op"]
-        if op == "reference":
+    def handle(self, request: Request | dict[str, Any]) -> Answer:
+        if isinstance(request, dict):
+            request = decode_request(request)
+        if isinstance(request, Reference):
             return self._reference(request)
-        if op == "check":
+        if isinstance(request, Check):
             return self._check(request)
-        if op in ("baseline", "baseline_lookup", "baseline_forget", "baseline_inputs", "baseline_prepare",
-                  "baseline_time", "machine_probe"):
+        if isinstance(request, BASELINE_REQUESTS):
             from core.evaluate.baseline import handle_request
 
             return handle_request(self, request)
-        raise ValueError(f"unknown op {op!r}")
+        raise ValueError(f"a judge process does not take {type(request).__name__} requests")
 
     def _problem(self, request):
         from core.problem.load import load_problem
         from core.problem.reference import compile_reference
 
-        folder = Path(request["problem_dir"])
+        folder = Path(request.problem_dir)
         # Keyed by content version too: a problem edited while the pool lives is loaded afresh.
         key = f"{folder}:" + ":".join(str(f.stat().st_mtime_ns) for f in
                                       (folder / "definition.json", folder / "workload.jsonl"))
         if key not in self.problems:
-            self.problems[key] = load_problem(folder, [Path(p) for p in request.get("blob_roots", [])])
+            self.problems[key] = load_problem(folder, [Path(p) for p in request.blob_roots])
             self.references[key] = compile_reference(self.problems[key].definition)
         return self.problems[key], self.references[key]
 
-    def _reference(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _reference(self, request: Reference) -> Answer:
         from core.problem.inputs import make_inputs
         from core.problem.reference import check_outputs, outputs_by_name
 
         torch = self.torch
         # The outputs of the workload still to be checked ("keep_workload", whose check goes beside the candidate's
         # rounds of this one) stay; any others are dropped.
-        keep = request.get("keep_workload")
+        keep = request.keep_workload
         for key in [k for k in self.expected if k[0] != keep]:
             del self.expected[key]
         try:
             problem, reference = self._problem(request)
-            workload = problem.workloads[request["workload"]]
+            workload = problem.workloads[request.workload]
             mutated: list[str] = []
-            for round_, seed in enumerate(request["seeds"]):
+            for round_, seed in enumerate(request.seeds):
                 inputs = make_inputs(problem, workload, self.device, seed, reference)
                 before = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor)} if round_ == 0 else {}
                 with torch.no_grad():
@@ -560,48 +565,48 @@ class Judge:
                 del before
                 mismatches = check_outputs(problem.definition, outputs, workload.resolved_axes)
                 if mismatches:
-                    return {"status": "INVALID_REFERENCE", "reason": "; ".join(mismatches)}
+                    return Failed("INVALID_REFERENCE", "; ".join(mismatches))
                 self.expected[(workload.index, seed)] = outputs
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:  # noqa: BLE001 - a broken reference is a verdict, not a crash
             if _is_fatal_cuda(exc):
                 raise WorkerFatal("reference: " + _exception_line(exc)) from None
-            return {"status": "INVALID_REFERENCE", "reason": _exception_line(exc, "<reference of")}
-        return {"status": "ok", "mutates": mutated}
+            return Failed("INVALID_REFERENCE", _exception_line(exc, "<reference of"))
+        return ReferenceMade(mutated)
 
-    def _check(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _check(self, request: Check) -> Answer:
         """Compare a workload's files with its reference outputs, which are dropped afterwards."""
         try:
             return self._compare(request)
         finally:
-            self._forget(request["workload"])
+            self._forget(request.workload)
 
-    def _compare(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _compare(self, request: Check) -> Answer:
         from core.evaluate.compare import compare_output, worst
         from core.evaluate.exchange import ExchangeError, read_outputs
         from core.evaluate.spot import sampled
 
         problem, _ = self._problem(request)
-        workload = problem.workloads[request["workload"]]
+        workload = problem.workloads[request.workload]
         all_stats = []
-        checks = [(int(s), path, False) for s, path in request["files"].items()]
-        checks += [(int(s), path, True) for s, path in request.get("spot", [])]
-        sample_seed = request.get("sample_seed")
-        if sample_seed is None and len(checks) > len(request["files"]):
-            return {"status": "RUNTIME_ERROR", "reason": "spot-check files without the seed of their sample"}
+        checks = [(int(s), path, False) for s, path in request.files.items()]
+        checks += [(int(s), path, True) for s, path in request.spot]
+        sample_seed = request.sample_seed
+        if sample_seed is None and len(checks) > len(request.files):
+            return Failed("RUNTIME_ERROR", "spot-check files without the seed of their sample")
         load_s = 0.0
         for seed, path, timed in checks:
             expected = self.expected.get((workload.index, seed))
             if expected is None:
-                return {"status": "RUNTIME_ERROR", "reason": f"no reference for seed {seed}"}
+                return Failed("RUNTIME_ERROR", f"no reference for seed {seed}")
             began = time.perf_counter()
             try:
                 produced = read_outputs(path, self.device)
             except ExchangeError as exc:
-                return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {exc}"}
+                return Failed("RUNTIME_ERROR", f"outputs unreadable: {exc}")
             except OSError as exc:
-                return {"status": "RUNTIME_ERROR", "reason": f"outputs unreadable: {_exception_line(exc)}"}
+                return Failed("RUNTIME_ERROR", f"outputs unreadable: {_exception_line(exc)}")
             load_s += time.perf_counter() - began
             for name, ref in expected.items():
                 if timed:  # the same elements the candidate's process sampled (core.evaluate.spot)
@@ -610,12 +615,11 @@ class Judge:
                 all_stats.append(comparison.stats)
                 if comparison.status.value != "PASSED":
                     if timed:
-                        return {"status": "REWARD_HACK", "reason": "a timed call produced wrong output, while the "
-                                f"checked calls were right (caching across calls?): {comparison.reason}",
-                                "errors": _stats(worst(all_stats))}
-                    return {"status": comparison.status.value, "reason": comparison.reason,
-                            "errors": _stats(worst(all_stats))}
-        return {"status": "PASSED", "errors": _stats(worst(all_stats)), "phase_s": {"load": load_s}}
+                        return Failed("REWARD_HACK", "a timed call produced wrong output, while the checked calls "
+                                      f"were right (caching across calls?): {comparison.reason}",
+                                      code=ReasonCode.TIMED_OUTPUT_WRONG.value, errors=_stats(worst(all_stats)))
+                    return Failed(comparison.status.value, comparison.reason, errors=_stats(worst(all_stats)))
+        return Checked(_stats(worst(all_stats)), {"load": load_s})
 
     def _forget(self, index: int) -> None:
         for key in [k for k in self.expected if k[0] == index]:

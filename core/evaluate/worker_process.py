@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from core.evaluate import sandbox
+from core.evaluate.messages import Answer, Exit, MessageError, Request, decode_answer, decode_ready, encode
 from core.evaluate.verdict import Status
 
 
@@ -69,18 +70,29 @@ class WorkerProcess:
 
     async def wait_ready(self, timeout_s: float = 120.0) -> None:
         if not self.ready:
-            await self._receive(timeout_s)
+            try:
+                decode_ready(await self._receive(timeout_s))
+            except MessageError:
+                raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
+                    from None
             self.ready = True
 
-    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def request(self, message: Request, timeout_s: float) -> Answer:
+        """Send one request (``core.evaluate.messages``) and return its answer; a process that answers something
+        that is not one, dies or stays silent past ``timeout_s`` is killed (``WorkerGone``)."""
         await self.wait_ready()
         try:
-            self.conn.send_bytes(json.dumps(message).encode())
+            self.conn.send_bytes(json.dumps(encode(message)).encode())
         except OSError:
             raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
-        return await self._receive(timeout_s)
+        reply = await self._receive(timeout_s)
+        try:
+            return decode_answer(reply, message)
+        except MessageError:
+            raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
+                from None
 
-    async def _receive(self, timeout_s: float) -> dict[str, Any]:
+    async def _receive(self, timeout_s: float) -> Any:
         def receive() -> bytes | None:
             try:
                 if not self.conn.poll(timeout_s):
@@ -147,7 +159,7 @@ class WorkerProcess:
         """The first half of ``close``: ask the process to exit, without waiting (a pool asks all its workers first)."""
         if self.proc.poll() is None:
             try:
-                self.conn.send_bytes(b'{"op": "exit"}')
+                self.conn.send_bytes(json.dumps(encode(Exit())).encode())
             except OSError:
                 pass
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from core.fleet.facts import RunFacts
 from core.fleet.frontier import StartingChoice
 from core.fleet.similar import SimilarBest
+from core.evaluate.verdict import Verdict
 from core.inspect.service import Inspection
 from core.problem.schema import Problem
 from core.solution.prepare import PreparedSolution
@@ -119,3 +120,11 @@ class Agent(Protocol):
     def can_work_on(self, best: AttemptRow | None) -> bool:
         """Whether this kind of agent has anything to do on a problem whose best attempt is ``best``."""
         ...
+
+
+class ReviewGate(Protocol):
+    """What an agent kind may put before the evaluation of its candidates (``AgentKind.review``): a verdict decided
+    before any build (recorded as it is, without device time), or None to evaluate the candidate."""
+
+    async def __call__(self, bench: Workbench, solution: Solution, diff: str, note: str,
+                       workloads: tuple[int, ...] | None) -> Verdict | None: ...

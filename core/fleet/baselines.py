@@ -100,7 +100,7 @@ def _info(problem: Problem, b: WorkloadBaseline, sol) -> WorkloadInfo:
                         b.compile_reason, b.timing_method, sol.bound.get(b.index, ""), b.unreliable,
                         then.probe_ms if then else None, then.load_1m if then else None,
                         now.probe_ms if now else None, now.load_1m if now else None,
-                        state_moved(b) if b.ok else "", b.remeasured)
+                        state_moved(b) if b.ok else "", b.remeasured, b.timing_host_bound)
 
 
 def machine_outcome(baselines: list[WorkloadBaseline]) -> str:
@@ -134,7 +134,7 @@ def compile_outcome(baselines: list[WorkloadBaseline]) -> str:
     if distrusted:
         parts.append(f"T_b not trusted on workload {', '.join(str(b.index) for b in distrusted)} (no speedup counted "
                      f"there): {distrusted[0].unreliable[:200]}")
-    host_bound = [b for b in baselines if "host-bound" in b.timing_method]
+    host_bound = [b for b in baselines if b.timing_host_bound]
     if host_bound:
         parts.append(f"T_b host-bound on workload {', '.join(str(b.index) for b in host_bound)}")
     compiled = [b for b in baselines if b.compile_seconds and not b.cached]

@@ -19,10 +19,18 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from core.languages import UnknownLanguage, language, languages
 from core.secrets import without_secrets
 
 PROBE_TIMEOUT_S = 60.0
-PACKAGES = ("torch", "triton", "nvidia-cutlass-dsl", "cuda-tile")
+
+
+def language_packages() -> tuple[str, ...]:
+    """The distributions the languages kernelfleet runs need, whose versions the facts report."""
+    return tuple(dict.fromkeys(p for entry in languages(runs=True) for p in entry.packages))
+
+
+PACKAGES = language_packages()  # the built-in languages'; gather_facts asks again for later registrations
 
 # Run in a child process: the device properties as JSON (getattr, since torch versions differ in what they have).
 _PROBE = """\
@@ -132,7 +140,7 @@ def _int(value: Any) -> int | None:
 
 def gather_facts(device: str, languages: Sequence[str], gpu: int | None = None, gpu_name: str = "") -> RunFacts:
     """Probe the machine: the GPU ``gpu`` (the run's first) when ``device`` is "cuda", else the CPU."""
-    common = dict(packages=tuple((name, _version(name)) for name in PACKAGES), cpu_model=cpu_model(),
+    common = dict(packages=tuple((name, _version(name)) for name in language_packages()), cpu_model=cpu_model(),
                   cpu_cores=os.cpu_count())
     if device != "cuda":
         return facts_from_probe(device, languages, **common)
@@ -277,8 +285,16 @@ def render_facts(facts: RunFacts) -> str:
                 f"nvcc {_or_unknown(facts.nvcc)}"] if facts.device == "cuda" else []
     versions += [f"{name} {version or 'not installed'}" for name, version in facts.packages]
     lines.append("- versions: " + ("; ".join(versions) or "unknown"))
+    lines.append("- the languages, in short: " + "; ".join(_described(name) for name in facts.languages))
     lines.append(f"- languages this run allows: {', '.join(facts.languages)}")
     return "\n".join(lines)
+
+
+def _described(name: str) -> str:
+    try:
+        return f"{name}: {language(name).description}"
+    except UnknownLanguage:
+        return name
 
 
 def _or_unknown(value: Any) -> str:

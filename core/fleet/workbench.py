@@ -15,8 +15,8 @@ from core.config import FleetConfig
 from core.errors import SpecError
 from core.evaluate.evaluate import spec_fault_verdict
 from core.evaluate.evaluator import Evaluator
-from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
-from core.fleet.agent import AgentIdentity
+from core.evaluate.verdict import Verdict
+from core.fleet.agent import AgentIdentity, ReviewGate
 from core.fleet.attempt import Candidate, content_hash
 from core.fleet.budget import Budgets
 from core.fleet.checks import static_faults
@@ -52,9 +52,9 @@ class BenchServices:
     facts: Callable[[], RunFacts]
     references: Callable[[], dict[int, str]]  # problem id -> reference source, for similar problems
     device_seconds: Callable[[int, float], None]  # (problem id, device seconds an instrument held)
-    reviewer: Callable[[], Any]  # the run's reviewer (core.llm.review.Reviewer), made on first use
     device: str = "cuda"
     blob_roots: tuple[str, ...] = ()
+    review_gate: Callable[[str], ReviewGate | None] = lambda kind: None  # an agent kind -> its review gate, if any
 
 
 class Workbench:
@@ -174,8 +174,9 @@ class Workbench:
         # A candidate a static check or the reviewer refuses is recorded all the same (COMPILE_ERROR or REJECTED,
         # with the reason: the history keeps it), without a build or device time.
         decided = self._static_verdict(solution, workloads)
-        if decided is None and self.agent.kind == "llm" and self.services.config.review.enabled:
-            decided = await self._review(solution, diff, note, workloads)
+        gate = self.services.review_gate(self.agent.kind) if decided is None else None
+        if gate is not None:
+            decided = await gate(self, solution, diff, note, workloads)
         self.attempts_begun += 1
         candidate = Candidate(solution, self.agent.id, parent_id, diff=diff, tunables=tunables, note=note,
                               workloads=workloads, profile=self.agent.profile)
@@ -189,26 +190,6 @@ class Workbench:
             return None
         return spec_fault_verdict("static check: " + "; ".join(faults[:4]), (workloads or (0,))[:1])
 
-    async def _review(self, solution: Solution, diff: str, note: str,
-                      workloads: tuple[int, ...] | None) -> Verdict | None:
-        """The reviewer's REJECTED verdict, or None when it approves (or fails: it fails open)."""
-        from core.llm.review import problem_summary, review_messages
-
-        reviewer = self.services.reviewer()
-        shown = diff or "\n".join(f"--- {s.path}\n{s.content}" for s in solution.sources)
-        messages = review_messages(problem_summary(self.problem), solution_to_dict(solution)["spec"], shown, note)
-        review = await reviewer.review(
-            messages, reserve=self.reserve_call,
-            record=lambda call: self.store.add_llm_call(None, self.problem_id, call,
-                                                              profile=self.services.config.review.profile,
-                                                              model=reviewer.cfg.model), log=self.log)
-        if review.approved:
-            return None
-        reason = f"review: {review.reason}"
-        self.log(f"candidate rejected by the reviewer before evaluation: {review.reason}")
-        return Verdict(Status.REJECTED, reason,
-                       tuple(WorkloadVerdict(i, Status.REJECTED, reason) for i in (workloads or (0,))[:1]))
-
     async def inspect(self, instrument: str, solution: Solution, **options: Any) -> Inspection:
         """Build ``solution`` and run one instrument on it ("profile", "sanitize" or "assembly", with the
         ``core.inspect.service.Inspector`` method's options); the device time it held counts in the problem's
@@ -219,7 +200,7 @@ class Workbench:
         if not prepared.ok:
             result = Inspection("the candidate does not build:\n" + (prepared.errors or prepared.log[-3000:]), False)
         else:
-            inspector = Inspector(getattr(self.services.evaluator, "run_confined", None), device=self.services.device,
+            inspector = Inspector(self.services.evaluator.run_confined if self.services.evaluator else None, device=self.services.device,
                                   timeout_s=self.services.config.llm.tool_timeout_s,
                                   blob_roots=self.services.blob_roots)
             result = await getattr(inspector, instrument)(self.problem, prepared, **options)

@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[0]).read_text())
     import torch
 
+    from core.evaluate.messages import Failed, Load
     from core.evaluate.worker import CandidateHarness
     from core.problem.inputs import make_inputs
 
@@ -34,10 +35,10 @@ def main(argv: list[str]) -> int:
     if device.startswith("cuda"):
         torch.cuda.init()
     harness = CandidateHarness(device)
-    loaded = harness.handle({"op": "load", "problem_dir": request["problem_dir"], "solution": request["solution"],
-                             "solution_dir": request["solution_dir"], "blob_roots": request.get("blob_roots", [])})
-    if loaded.get("status") != "ok":
-        print(f"run_once: {loaded.get('reason', 'the candidate did not load')}", file=sys.stderr)
+    loaded = harness.handle(Load(problem_dir=request["problem_dir"], solution=request["solution"],
+                                 solution_dir=request["solution_dir"], blob_roots=list(request.get("blob_roots", []))))
+    if isinstance(loaded, Failed):
+        print(f"run_once: {loaded.reason or 'the candidate did not load'}", file=sys.stderr)
         return 1
     workload = harness.problem.workloads[request["workload"]]
     inputs = make_inputs(harness.problem, workload, harness.device, int(request["seed"]))

@@ -30,8 +30,9 @@ from core.solution.loader import materialize
 from core.solution.prepare import PreparedSolution
 from core.store.model import WorkloadInfo
 
-# (command, scratch folder, extra environment, timeout) -> outcome; the pool's run_confined
-RunConfined = Callable[[list[str], Path, dict[str, str], float], Awaitable[ProcessOutcome]]
+# (command, scratch folder, extra environment, timeout) -> outcome: an Evaluator's run_confined (given the problem
+# too, by keyword, for an evaluator that runs it elsewhere) or the pool's
+RunConfined = Callable[..., Awaitable[ProcessOutcome]]
 RUN_ONCE = [sys.executable, "-m", "core.inspect.run_once"]
 MAX_TRITON_FILES = 16
 
@@ -239,7 +240,7 @@ class Inspector:
             request_path.write_text(json.dumps(request))
             started = time.monotonic()
             outcome = await self.run_confined([*prefix, *RUN_ONCE, str(request_path)], scratch, env or {},
-                                              self.timeout_s)
+                                              self.timeout_s, problem=problem, blob_roots=tuple(self.blob_roots))
             return outcome, time.monotonic() - started
         finally:
             if own:

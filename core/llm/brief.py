@@ -126,7 +126,7 @@ def _baseline_text(info: WorkloadInfo | None) -> str:
         parts.append(f"(eager {_ms(info.eager_ms)}, torch.compile {_ms(info.compiled_ms)})")
     elif info.compile_reason:
         parts.append(f"(torch.compile not timed: {_truncate(' '.join(info.compile_reason.split()), 120)})")
-    if "host-bound" in info.timing_method:
+    if info.timing_host_bound:
         parts.append("host-bound")
     return " ".join(parts)
 

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from core.docs.library import DEFAULT_RESULTS, MAX_RESULTS, READ_CHARS, SOURCE_NAMES, DocsError, DocsLibrary, \
-    shared_library
+from core.docs.index import package_sources
+from core.docs.library import DEFAULT_RESULTS, MAX_RESULTS, READ_CHARS, DocsError, DocsLibrary, shared_library, \
+    source_names
 from core.llm.toolkit import Tool, ToolRefused, ToolResult
 
 if TYPE_CHECKING:
@@ -35,15 +36,18 @@ async def _docs(box: Toolbox, args: dict[str, Any]) -> ToolResult:
         raise ToolRefused(str(exc)) from None
 
 
+# The kernel languages' doc sources as the registry holds them when the tools are made (the built-in ones).
+_LIBRARIES = ", ".join(p.label.split(" (")[0] for p in package_sources())
+
 TOOLS: tuple[Tool, ...] = (
-    Tool("docs", "Search documentation by keywords: the API of the kernel libraries installed here (CuTe DSL, "
-                 "Triton, torch.cuda, torch.utils.cpp_extension, torch.library and more, from their sources), the "
-                 "kernelfleet protocol and the run's documentation folders. `query` returns ranked entries, each "
+    Tool("docs", "Search documentation by keywords: the API of the kernel libraries installed here ("
+                 f"{_LIBRARIES}; torch.cuda, torch.utils.cpp_extension, torch.library and more, from their sources), "
+                 "the kernelfleet protocol and the run's documentation folders. `query` returns ranked entries, each "
                  "with a path; `read` with one of those paths returns that entry in full (an API entry with its "
                  f"source code), {READ_CHARS} characters from `offset`.", _docs,
          {"query": {"type": "string", "description": "keywords, e.g. 'tiled copy' or 'cuda stream synchronize'"},
           "read": {"type": "string", "description": "a path exactly as a search result shows it"},
           "offset": {"type": "integer", "description": "where to start reading (the previous reading says)"},
-          "source": {"type": "string", "enum": list(SOURCE_NAMES), "description": "search only this source"},
+          "source": {"type": "string", "enum": list(source_names()), "description": "search only this source"},
           "limit": {"type": "integer", "description": f"results, 1 to {MAX_RESULTS} (default {DEFAULT_RESULTS})"}}),
 )

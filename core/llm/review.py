@@ -23,8 +23,11 @@ from core.store.model import LlmCall
 
 if TYPE_CHECKING:
     from core.config.schema import FleetConfig, LlmConfig
+    from core.evaluate.verdict import Verdict
+    from core.fleet.workbench import Workbench
     from core.llm.client import LlmClient
     from core.problem.schema import Problem
+    from core.solution.schema import Solution
 
 MARKER = "You review a candidate GPU kernel"
 MAX_REFERENCE_CHARS = 3000
@@ -141,3 +144,43 @@ class Reviewer:
         if verdict.unusable:
             log(f"review unreadable, approved by default: {verdict.unusable}")
         return verdict
+
+
+class ReviewGate:
+    """The LLM kind's review gate (``core.fleet.agent.ReviewGate``): the reviewer's REJECTED verdict for a candidate,
+    or None when it approves (or fails: it fails open). The reviewer is made on first use."""
+
+    def __init__(self, config: FleetConfig):
+        self.config = config
+        self._reviewer: Reviewer | None = None
+
+    @property
+    def reviewer(self) -> Reviewer:
+        if self._reviewer is None:
+            self._reviewer = Reviewer(reviewer_config(self.config))
+        return self._reviewer
+
+    async def __call__(self, bench: Workbench, solution: Solution, diff: str, note: str,
+                       workloads: tuple[int, ...] | None) -> Verdict | None:
+        from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
+        from core.solution.io import solution_to_dict
+
+        reviewer = self.reviewer
+        shown = diff or "\n".join(f"--- {s.path}\n{s.content}" for s in solution.sources)
+        messages = review_messages(problem_summary(bench.problem), solution_to_dict(solution)["spec"], shown, note)
+        review = await reviewer.review(
+            messages, reserve=bench.reserve_call,
+            record=lambda call: bench.store.add_llm_call(None, bench.problem_id, call,
+                                                         profile=self.config.review.profile,
+                                                         model=reviewer.cfg.model), log=bench.log)
+        if review.approved:
+            return None
+        reason = f"review: {review.reason}"
+        bench.log(f"candidate rejected by the reviewer before evaluation: {review.reason}")
+        return Verdict(Status.REJECTED, reason,
+                       tuple(WorkloadVerdict(i, Status.REJECTED, reason) for i in (workloads or (0,))[:1]))
+
+
+def review_gate(config: FleetConfig) -> ReviewGate | None:
+    """The gate for LLM candidates where ``[review] enabled``; none otherwise."""
+    return ReviewGate(config) if config.review.enabled else None

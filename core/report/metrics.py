@@ -1,20 +1,17 @@
 """Fleet metrics of a run: per problem its seed ("before") and best ("after") speedup and SOL score, and over the
 fleet the geometric-mean speedup, how many problems beat the baseline (speedup > 1) or doubled it (> 2), and the
-median and mean SOL score.
-
-A problem without a result (no passing attempt, so no speedup and no SOL score) counts in ``problems`` only: it is
-left out of the geomean, the median and the mean, and it does not beat the baseline. ``share_beating`` is over
-every problem of the run, so unsolved problems pull it down.
+median and mean SOL score. The fleet's figures and which problems count in them are ``core.report.figures``'s (see
+its docstring for the rule), the same the TUI's header, the run's metric samples and the planner show.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from core.roofline.sol import geomean, is_better
+from core.report.figures import counted_sol, counted_speedup, device_word, fleet_figures, problem_figures
+from core.roofline.sol import is_better
 from core.store.model import AgentRow, AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
@@ -71,8 +68,8 @@ class RunReport:
 
     @property
     def device_word(self) -> str:
-        """What the run's devices are called in its figures (a store without a run row: its GPUs)."""
-        return self.run.device_word if self.run is not None else "GPU"
+        """What the run's devices are called in its figures (``core.report.figures.device_word``)."""
+        return device_word(self.run)
 
 
 @dataclass(frozen=True)
@@ -89,7 +86,7 @@ class BestChange:
 @dataclass(frozen=True)
 class FleetPoint:
     """The fleet right after a best changed: the geomean of the problems' best speedups and the mean of their
-    best SOL scores (as the run's metric samples count them), over the problems with one."""
+    best SOL scores (``core.report.figures.fleet_figures``), over the problems with one."""
 
     ts: float
     geomean_speedup: float
@@ -126,9 +123,11 @@ def progress_over_time(attempts: Sequence[AttemptRow], keys: dict[int, str]) -> 
         best[attempt.problem_id] = (attempt.speedup, attempt.sol)
         changes.append(BestChange(attempt.finished_at, keys.get(attempt.problem_id, str(attempt.problem_id)),
                                   attempt.id, attempt.speedup, attempt.sol))
-        sols = [s for _, s in best.values() if s is not None]
-        fleet.append(FleetPoint(attempt.finished_at, geomean([v for v, _ in best.values()]),
-                                statistics.fmean(sols) if sols else None, len(best), len(sols)))
+        figures = fleet_figures(best.values())
+        if figures.geomean_speedup is None:  # not for a speedup is_better took (T_b / T_k, above 0)
+            continue
+        fleet.append(FleetPoint(attempt.finished_at, figures.geomean_speedup, figures.mean_sol,
+                                figures.with_speedup, figures.with_sol))
     return Progress(changes, fleet, passing, with_sol)
 
 
@@ -152,28 +151,21 @@ def verified_label(p: ProblemSummary) -> str:
     return "yes" if p.best_verified.startswith("passed") else "no"
 
 
-def _geomean(values: Sequence[float]) -> float | None:
-    return geomean(values) if values else None
-
-
 def fleet_summary(problems: Sequence[ProblemSummary], totals: dict[str, float] | None = None, *,
                   seed: bool = False) -> FleetSummary:
-    """The fleet over ``problems``: from their best results, or with ``seed`` from their seeds'."""
-    pairs = [(p.seed_speedup, p.seed_sol) if seed else (p.best_speedup, p.best_sol) for p in problems]
-    speedups = [s for s, _ in pairs if s is not None and math.isfinite(s) and s > 0]
-    sols = [v for _, v in pairs if v is not None and math.isfinite(v)]
-    with_result = sum(1 for s, v in pairs if s is not None or v is not None)
-    beating = sum(1 for s in speedups if s > 1.0)
+    """The fleet over ``problems`` (``core.report.figures.problem_figures``): from their best results, or with
+    ``seed`` from their seeds'."""
+    figures = problem_figures(problems, seed=seed)
     totals = totals or {}
     return FleetSummary(
-        problems=len(problems),
-        with_result=with_result,
-        geomean_speedup=_geomean(speedups),
-        beating_baseline=beating,
-        share_beating=beating / len(problems) if problems else 0.0,
-        above_2x=sum(1 for s in speedups if s > 2.0),
-        median_sol=statistics.median(sols) if sols else None,
-        mean_sol=sum(sols) / len(sols) if sols else None,
+        problems=figures.problems,
+        with_result=figures.with_result,
+        geomean_speedup=figures.geomean_speedup,
+        beating_baseline=figures.beating_baseline,
+        share_beating=figures.share_beating,
+        above_2x=figures.above_2x,
+        median_sol=figures.median_sol,
+        mean_sol=figures.mean_sol,
         attempts=int(totals.get("attempts", 0)),
         tokens=int(totals.get("tokens", 0)),
         dollars=float(totals.get("dollars", 0.0)),
@@ -287,9 +279,7 @@ class AttemptLine:
     def counted_speedup(self) -> float | None:
         """The speedup the run compares bests by: a passing attempt's, on every workload (else None)."""
         row = self.row
-        if not (row.passed and row.full) or row.speedup is None or not math.isfinite(row.speedup) or row.speedup <= 0:
-            return None
-        return row.speedup
+        return counted_speedup(row.speedup) if row.passed and row.full else None
 
 
 @dataclass(frozen=True)
@@ -434,6 +424,6 @@ def subset_sols(problems: Sequence[ProblemSummary]) -> list[SubsetSol]:
     out = []
     for subset, members in subsets.items():
         summary = fleet_summary(members)
-        sols = tuple((p.key, p.best_sol) for p in members if p.best_sol is not None and math.isfinite(p.best_sol))
+        sols = tuple((p.key, p.best_sol) for p in members if counted_sol(p.best_sol) is not None)
         out.append(SubsetSol(subset, len(members), sols, summary.mean_sol, summary.median_sol))
     return out

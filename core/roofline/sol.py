@@ -156,6 +156,25 @@ def sol_score(t_kernel: float, t_baseline: float, t_sol: float) -> float:
     return 1.0 / (1.0 + (t_kernel - t_sol) / (t_baseline - t_sol))
 
 
+def workload_figures(t_kernel: float | None, t_baseline: float | None,
+                     t_sol: float | None) -> tuple[float | None, float | None]:
+    """One workload's (speedup T_b / T_k, SOL score), any unit shared by the three times: each None where a time it
+    needs is missing or not above 0, and the score None where ``sol_score`` raises (for showing a row, not for
+    judging a verdict)."""
+    def known(t: float | None) -> bool:
+        return t is not None and math.isfinite(t) and t > 0
+
+    if not (known(t_kernel) and known(t_baseline)):
+        return None, None
+    speedup = t_baseline / t_kernel
+    if not known(t_sol):
+        return speedup, None
+    try:
+        return speedup, sol_score(t_kernel, t_baseline, t_sol)
+    except SolScoreError:
+        return speedup, None
+
+
 def geomean(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("geomean of nothing")
@@ -212,7 +231,8 @@ def overall_figures(workloads: Sequence[tuple[float, float | None, float | None]
 
 
 __all__ = ["Conventions", "DegenerateBaseline", "ImpossibleTime", "ProblemSol", "SolScoreError", "SolTime",
-           "geomean", "matmul_rate", "overall_figures", "sol_score", "summarize_problem", "t_sol", "workload_sol"]
+           "geomean", "matmul_rate", "overall_figures", "sol_score", "summarize_problem", "t_sol", "workload_figures",
+           "workload_sol"]
 
 
 def is_better(old_speedup: float | None, speedup: float | None) -> bool:

@@ -26,6 +26,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from core.errors import SpecError
+from core.languages import languages as registered_languages
+from core.languages import names as registered_names
 from core.solution.python_imports import KERNELFLEET_PACKAGES, foreign_imports, top_package
 from core.solution.schema import (
     BINDINGS,
@@ -59,9 +61,6 @@ _SPEC_KEYS = (
 _SPEC_REQUIRED = ("languages", "target_hardware", "entry_point")
 _SOURCE_KEYS = ("path", "content")
 _COMPILE_KEYS = ("cflags", "cuda_cflags", "ld_flags")
-_LANGUAGE_NAMES = tuple(lang.value for lang in Language)
-# The languages of upstream's SupportedLanguages: kernelfleet's parser also reads "tlx", which upstream does not.
-UPSTREAM_LANGUAGES = tuple(name for name in _LANGUAGE_NAMES if name != Language.TLX.value)
 
 
 # ---------------------------------------------------------------- public API
@@ -185,7 +184,7 @@ def upstream_deviations(solution: Solution) -> list[str]:
             out.append(f"spec.target_hardware[{i}]: '{hw}' is a kernelfleet extension (upstream: "
                        f"{', '.join(UPSTREAM_HARDWARE)})")
     for i, lang in enumerate(spec.languages):
-        if lang.value not in UPSTREAM_LANGUAGES:
+        if not lang.kernel_language.upstream:
             out.append(f"spec.languages[{i}]: '{lang.value}' is not a language upstream knows")
     if spec.is_cpp and not solution.entry_file.endswith(CPP_SUFFIXES):
         out.append(
@@ -300,8 +299,9 @@ def _parse_languages(v: _Validator, data: Any) -> tuple[Language, ...]:
         try:
             lang = Language(item)
         except ValueError:
-            hint = _did_you_mean(item, _LANGUAGE_NAMES)
-            raise v.error(f, f"unknown language {_show(item)}{hint} (one of: {', '.join(_LANGUAGE_NAMES)})") from None
+            known = registered_names()
+            hint = _did_you_mean(item, known)
+            raise v.error(f, f"unknown language {_show(item)}{hint} (one of: {', '.join(known)})") from None
         if lang in out:
             raise v.error(f, f"language '{lang.value}' is listed twice")
         out.append(lang)
@@ -371,12 +371,13 @@ def _check_solution(v: _Validator, spec: BuildSpec, sources: tuple[SourceFile, .
     if py and suffix != ".py":
         raise v.error("spec.entry_point", f"Python languages need a .py entry file, got {_show(entry)}")
     if cpp and suffix not in CPP_SUFFIXES:
-        # kernelfleet's fast path: cuda_cpp alone, with a Python launcher as the entry.
-        if not (spec.languages == (Language.CUDA_CPP,) and suffix == ".py"):
+        # kernelfleet's fast path: one language that allows it (cuda_cpp), with a Python launcher as the entry.
+        if not (len(spec.languages) == 1 and suffix in spec.languages[0].kernel_language.entry_suffixes):
+            launchers = " or ".join(f'["{e.name}"]' for e in registered_languages() if e.python_launcher)
             raise v.error(
                 "spec.entry_point",
                 f"C++ languages need a C/C++/CUDA entry file ({' '.join(CPP_SUFFIXES)}), got {_show(entry)}"
-                + ("; a .py entry is accepted only with languages [\"cuda_cpp\"] alone" if suffix == ".py" else ""),
+                + (f"; a .py entry is accepted only with languages {launchers} alone" if suffix == ".py" else ""),
             )
 
 

@@ -6,41 +6,88 @@ solution read from, or written to, JSON is the same object on both sides. Valida
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 from functools import cached_property
 from pathlib import PurePosixPath
+from typing import ClassVar
+
+from core.languages import CPP_SUFFIXES, KernelLanguage, language, languages
 
 
-class Language(str, Enum):
-    """Every language upstream knows; which of them kernelfleet runs is decided in ``core.solution.support``."""
+class _LanguageType(type):
+    def __iter__(cls) -> Iterator[Language]:
+        """Every registered language, in registration order (as iterating upstream's enum did)."""
+        return iter([cls(e.name) for e in languages()])
 
-    # Python languages (entry is a .py file)
-    PYTORCH = "pytorch"
-    TRITON = "triton"
-    TLX = "tlx"
-    CUTE_DSL = "cute_dsl"
-    CUTILE = "cutile"
-    CUDNN_FRONTEND = "cudnn_frontend"
-    # C++ languages (entry is a C/C++/CUDA file, built as a torch extension)
-    CUTLASS = "cutlass"
-    CUDNN = "cudnn"
-    CUBLAS = "cublas"
-    CUDA_CPP = "cuda_cpp"
+
+class Language(str, metaclass=_LanguageType):
+    """A name of ``spec.languages``, one per registered language (``core.languages``): upstream's enum values and
+    whatever else is registered. It reads as upstream's enum did (``Language.CUDA_CPP``, ``.value``, one object per
+    language, so ``is`` works), but it is open: registering a language makes its name a Language. An alias reads as
+    the language it names. ``Language("x")`` for a name nothing is registered under raises ValueError."""
+
+    _interned: ClassVar[dict[str, Language]] = {}
+
+    def __new__(cls, name: str) -> Language:
+        if isinstance(name, Language):
+            return name
+        canonical = language(name).name  # UnknownLanguage, a ValueError, for an unknown name
+        interned = cls._interned.get(canonical)
+        if interned is None:
+            interned = cls._interned.setdefault(canonical, super().__new__(cls, canonical))
+        return interned
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def kernel_language(self) -> KernelLanguage:
+        return language(self.value)
 
     @property
     def is_python(self) -> bool:
-        return self in PYTHON_LANGUAGES
+        return self.kernel_language.is_python
 
     @property
     def is_cpp(self) -> bool:
-        return self in CPP_LANGUAGES
+        return self.kernel_language.is_cpp
+
+    def __repr__(self) -> str:
+        return f"Language({self.value!r})"
+
+    # upstream's names, as its enum spells them
+    PYTORCH: ClassVar[Language]
+    TRITON: ClassVar[Language]
+    TLX: ClassVar[Language]
+    CUTE_DSL: ClassVar[Language]
+    CUTILE: ClassVar[Language]
+    CUDNN_FRONTEND: ClassVar[Language]
+    CUTLASS: ClassVar[Language]
+    CUDNN: ClassVar[Language]
+    CUBLAS: ClassVar[Language]
+    CUDA_CPP: ClassVar[Language]
 
 
-PYTHON_LANGUAGES = frozenset(
-    {Language.PYTORCH, Language.TRITON, Language.TLX, Language.CUTE_DSL, Language.CUTILE, Language.CUDNN_FRONTEND}
-)
-CPP_LANGUAGES = frozenset({Language.CUTLASS, Language.CUDNN, Language.CUBLAS, Language.CUDA_CPP})
+for _name in ("pytorch", "triton", "tlx", "cute_dsl", "cutile", "cudnn_frontend", "cutlass", "cudnn", "cublas",
+              "cuda_cpp"):
+    setattr(Language, _name.upper(), Language(_name))
+
+
+def python_languages() -> frozenset[Language]:
+    """The registered languages whose entry is a .py file (now: a language may be registered later)."""
+    return frozenset(Language(e.name) for e in languages() if e.is_python)
+
+
+def cpp_languages() -> frozenset[Language]:
+    """The registered languages whose entry is a C/C++/CUDA file."""
+    return frozenset(Language(e.name) for e in languages() if e.is_cpp)
+
+
+# The built-in ones, for callers that read these names once; ``python_languages()`` sees later registrations too.
+PYTHON_LANGUAGES = python_languages()
+CPP_LANGUAGES = cpp_languages()
 
 # Upstream accepts "B200" and "LOCAL"; kernelfleet also accepts the machine it is measured on.
 # A solution naming "H200" is therefore not loadable by upstream as is (see ``core.solution.io.upstream_deviations``).
@@ -49,8 +96,6 @@ HARDWARE = UPSTREAM_HARDWARE + ("H200",)
 
 BINDINGS = ("torch",)
 
-# File suffixes upstream treats as C/C++/CUDA (valid entries for C++ languages).
-CPP_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
 # Suffixes torch.utils.cpp_extension compiles (headers are only included).
 CPP_COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 

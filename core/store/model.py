@@ -52,6 +52,14 @@ class WorkloadInfo:
     run_load_1m: float | None = None
     state_moved: str = ""
     remeasured: str = ""
+    # Whether T_b's timing was host-bound (core.evaluate.timing_method.TimingMethod.host_bound), stored beside the
+    # sentence; None in a row written before the flag (or by a caller that passes only the sentence), read from
+    # ``timing_method`` once, here.
+    timing_host_bound: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.timing_host_bound is None:  # the sentence has said "host-bound" since the flag's first day
+            object.__setattr__(self, "timing_host_bound", "host-bound" in self.timing_method)
 
 
 @dataclass(frozen=True)

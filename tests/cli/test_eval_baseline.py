@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from core.evaluate import baseline as tb
+from core.evaluate.messages import encode
 from core.evaluate.timing_policy import TimingPolicy
 from core.problem import load_problem
 
@@ -64,7 +65,7 @@ class FakeJudge:
     def _problem(self, request):
         from core.problem.reference import compile_reference
 
-        problem = load_problem(request["problem_dir"])
+        problem = load_problem(request.problem_dir)
         return problem, compile_reference(problem.definition)
 
 
@@ -113,7 +114,7 @@ def test_slow_compile_is_abandoned_and_the_judge_asked_to_restart(problem_dir, c
 
     monkeypatch.setattr(tb.measure, "_compile_and_warm",
                         lambda *a, **k: (None, None, None, "torch.compile did not finish within 0.2 s; abandoned", True))
-    reply = tb.handle_request(FakeJudge(), tb.request_for(problem, 0, timing=QUICK, compile_timeout_s=0.2))
+    reply = encode(tb.handle_request(FakeJudge(), tb.request_for(problem, 0, timing=QUICK, compile_timeout_s=0.2)))
     assert reply["status"] == "ok" and reply["restart"] is True
 
 
@@ -179,7 +180,7 @@ def test_unreadable_cache_file_is_a_miss(problem_dir, cache_dir):
     (cache_dir / "baseline").mkdir(parents=True)
     (cache_dir / "baseline" / f"{key}.json").write_text("{not json")
     assert tb.BaselineCache().lookup(key, 0, QUICK, 5, want_compile=False) is None
-    reply = tb.handle_request(FakeJudge(), tb.request_for(problem, 0, timing=QUICK, compile_timeout_s=0))
+    reply = encode(tb.handle_request(FakeJudge(), tb.request_for(problem, 0, timing=QUICK, compile_timeout_s=0)))
     assert reply["status"] == "ok" and reply["baseline"]["baseline_ms"] > 0  # measured and rewritten
     assert tb.BaselineCache().lookup(key, 0, QUICK, 5, want_compile=False) is not None
 

@@ -212,9 +212,10 @@ def test_config_is_frozen():
     ("[evaluation]\ntiming = 'slow'\n",
      "fleet.toml: evaluation.timing: must be one of 'default', 'quick', got 'slow'"),
     ("[fleet]\nlanguages = ['triton', 'rust']\n",
-     "fleet.toml: fleet.languages[1]: must be one of 'cuda_cpp', 'triton', 'pytorch', 'cute_dsl', got 'rust'"),
+     "fleet.toml: fleet.languages[1]: must be one of 'cuda_cpp', 'triton', 'pytorch', 'cute_dsl', 'cutile', "
+     "'cutlass', got 'rust'"),
     ("[fleet]\nlanguages = []\n", "fleet.toml: fleet.languages: must be a non-empty list of strings, each one of "
-                                  "'cuda_cpp', 'triton', 'pytorch', 'cute_dsl', got []"),
+                                  "'cuda_cpp', 'triton', 'pytorch', 'cute_dsl', 'cutile', 'cutlass', got []"),
     ("[fleet]\nlanguages = ['triton', 'triton']\n", "fleet.toml: fleet.languages: 'triton' is listed twice"),
 ])
 def test_bad_value_is_one_clear_error(tmp_path, text, expected):
@@ -320,3 +321,11 @@ def test_config_problem_and_solution_validators_report_one_way(tmp_path):
     missing = tmp_path / "none.toml"
     with pytest.raises(SpecError, match=rf"^{missing}: no such file$"):
         load_config(missing)
+
+
+def test_the_allowed_languages_are_those_kernelfleet_builds():
+    from core.languages import names
+
+    choices = FleetSection.__dataclass_fields__["languages"].metadata["choices"]
+    assert tuple(choices) == names(runs=True) == ("cuda_cpp", "triton", "pytorch", "cute_dsl", "cutile", "cutlass")
+    assert "cutlass" in choices and "cutile" in choices and "tlx" not in choices

@@ -124,7 +124,7 @@ def test_a_t_b_timed_in_another_state_than_its_start_is_not_cached(tmp_path, mon
     measured = WorkloadBaseline(0, uuid="u0", baseline_ms=0.5, eager_ms=0.5, method="eager", eager_spread=0.01)
     far = MachineState(1e-6, 0.0, 2, 0.0, "cpu")  # a start a million times faster than this machine now
     reply = _finished(measured, "k-apart", {}, torch.device("cpu"), far, "")
-    flagged = WorkloadBaseline.from_dict(reply["baseline"])
+    flagged = WorkloadBaseline.from_dict(reply.baseline)
     assert flagged.ok and flagged.machine["device"] == "cpu" and flagged.machine_now["probe_ms"] == 1e-6
     assert BaselineCache().read("k-apart") == {}  # used in its run, flagged, never kept
     reply = _finished(measured, "k-same", {}, torch.device("cpu"), None, "")

@@ -545,13 +545,13 @@ def cuda():
 def captured(monkeypatch):
     """The TimedCalls (spans in) of the time_cuda calls of a test, as it chose among them."""
     runs: list[list[TimedCall]] = []
-    original = timing.counted_calls
+    original = timing.counted_calls_method
 
     def capturing(timed, *args, **kwargs):
         runs.append(timed)
         return original(timed, *args, **kwargs)
 
-    monkeypatch.setattr(timing, "counted_calls", capturing)
+    monkeypatch.setattr(timing, "counted_calls_method", capturing)
     return runs
 
 

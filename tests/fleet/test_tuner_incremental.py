@@ -75,7 +75,7 @@ def _bench(store, life, problem, pid, agent, should_stop=lambda: False) -> Workb
     services = BenchServices(store=store, config=config, builds=None, budgets=Budgets(store, config.budgets),
                              evaluator=life.evaluator, attempt=attempt, event=lambda *a, **k: None,
                              facts=lambda: None, references=lambda: {}, device_seconds=lambda *a: None,
-                             reviewer=lambda: None, device="cpu")
+                             device="cpu")
     return Workbench(services, AgentIdentity(agent, "tuner-1", "tuner"), problem, pid, should_stop)
 
 

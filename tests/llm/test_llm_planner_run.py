@@ -12,7 +12,7 @@ from llm_scripted_server import ScriptedServer, Step, text
 
 from core.config import load_config
 from core.fleet.orchestrator import Fleet
-from core.planner.llm_planner import MARKER
+from core.llm.planner import MARKER
 from core.store import RunReader
 
 pytestmark = pytest.mark.slow

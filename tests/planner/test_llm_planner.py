@@ -15,7 +15,7 @@ from core.fleet.budget import Budgets as RunBudgets
 from core.fleet.budget import BudgetSpent
 from core.llm.review import reviewer_config
 
-from core.planner.llm_planner import (
+from core.llm.planner import (
     MAX_ANSWER_CHARS,
     MAX_PROBLEMS_SHOWN,
     MAX_STATE_CHARS,

@@ -445,42 +445,44 @@ def test_load_from_path_object_names_the_path(tmp_path, base):
 
 
 def test_cute_dsl_refusal_names_the_missing_gpu_before_the_missing_package(monkeypatch):
+    from core.languages import machine
     from core.solution import support
 
     sol = _python({"main.py": "def run(): pass\n"}, languages=("cute_dsl",))
-    monkeypatch.setattr(support, "cuda_gpu_present", lambda: False)
-    monkeypatch.setattr(support, "cute_dsl_available", lambda: False)
+    monkeypatch.setattr(machine, "cuda_gpu_present", lambda: False)
+    monkeypatch.setattr(machine, "cute_dsl_available", lambda: False)
     with pytest.raises(SpecError) as info:
         support.run_kind(sol)
     assert info.value.message == "CuTe DSL needs a CUDA GPU; this machine has none (and nvidia-cutlass-dsl is not " \
                                  "installed)"
     assert info.value.field == "spec.languages[0]"
-    monkeypatch.setattr(support, "cute_dsl_available", lambda: True)
+    monkeypatch.setattr(machine, "cute_dsl_available", lambda: True)
     with pytest.raises(SpecError, match="spec.languages.0.: CuTe DSL needs a CUDA GPU; this machine has none$"):
         support.run_kind(sol)
-    monkeypatch.setattr(support, "cuda_gpu_present", lambda: True)
+    monkeypatch.setattr(machine, "cuda_gpu_present", lambda: True)
     assert support.run_kind(sol) is support.RunKind.PYTHON
-    monkeypatch.setattr(support, "cute_dsl_available", lambda: False)
+    monkeypatch.setattr(machine, "cute_dsl_available", lambda: False)
     with pytest.raises(SpecError, match="is not installed in this environment"):
         support.run_kind(sol)
 
 
 def test_cutile_runs_as_a_python_entry_only_on_blackwell_with_the_package(monkeypatch):
+    from core.languages import machine
     from core.solution import support
 
     sol = _python({"main.py": "def run(): pass\n"}, languages=("cutile",))
-    monkeypatch.setattr(support, "cuda_gpu_present", lambda: False)
+    monkeypatch.setattr(machine, "cuda_gpu_present", lambda: False)
     with pytest.raises(SpecError) as info:
         support.run_kind(sol)
     assert info.value.field == "spec.languages[0]" and info.value.message == support.CUTILE_NO_GPU
-    monkeypatch.setattr(support, "cuda_gpu_present", lambda: True)
-    monkeypatch.setattr(support, "cutile_available", lambda: True)
-    monkeypatch.setattr(support, "gpu_capability", lambda: (9, 0))  # an H200
+    monkeypatch.setattr(machine, "cuda_gpu_present", lambda: True)
+    monkeypatch.setattr(machine, "cutile_available", lambda: True)
+    monkeypatch.setattr(machine, "gpu_capability", lambda: (9, 0))  # an H200
     with pytest.raises(SpecError, match=r"compute capability 10.0 or newer \(Blackwell\); this one's is 9.0$"):
         support.run_kind(sol)
-    monkeypatch.setattr(support, "gpu_capability", lambda: (10, 0))
+    monkeypatch.setattr(machine, "gpu_capability", lambda: (10, 0))
     assert support.run_kind(sol) is support.RunKind.PYTHON
-    monkeypatch.setattr(support, "cutile_available", lambda: False)
+    monkeypatch.setattr(machine, "cutile_available", lambda: False)
     with pytest.raises(SpecError, match=r"cuTile \(cuda-tile\) is not installed in this environment$"):
         support.run_kind(sol)
     # The solution is still read and listed where it cannot run.

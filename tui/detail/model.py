@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from core.report.figures import device_word
+from core.roofline.sol import workload_figures
 from core.store.model import AttemptRow, ProblemRow
 from tui.formatting import fmt_count, fmt_ms, fmt_sol, fmt_x, plural
 from tui.snapshot import Snapshot
@@ -9,19 +11,12 @@ from tui.snapshot import Snapshot
 WORKLOAD_COLUMNS = ("#", "axes", "T_b ms", "T_sol ms", "best ms", "speedup", "SOL")
 
 
-def _score(t_k: float, t_b: float, t_sol: float) -> float | None:
-    if t_b <= t_sol or t_k < t_sol:
-        return None
-    return 1.0 / (1.0 + (t_k - t_sol) / (t_b - t_sol))
-
-
 def workload_rows(p: ProblemRow, best: AttemptRow | None) -> list[tuple[str, ...]]:
     times = best.times_ms if best is not None else {}
     rows = []
     for w in p.workloads:
         t_k = times.get(w.index)
-        speed = w.t_b_ms / t_k if t_k and w.t_b_ms else None
-        score = _score(t_k, w.t_b_ms, w.t_sol_ms) if t_k and w.t_b_ms and w.t_sol_ms is not None else None
+        speed, score = workload_figures(t_k, w.t_b_ms, w.t_sol_ms)
         rows.append((str(w.index), w.axes, fmt_ms(w.t_b_ms), fmt_ms(w.t_sol_ms), fmt_ms(t_k), fmt_x(speed),
                      fmt_sol(score)))
     return rows
@@ -45,7 +40,7 @@ def problem_summary_line(p: ProblemRow, s: Snapshot) -> str:
     names = [a.name for a in s.agents_on(p.id)]
     agents = f"agent{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "no agent"
     flags = " ".join(f for f, on in (("paused", p.paused), ("pinned", p.pinned)) if on)
-    device = s.run.device_word if s.run is not None else "GPU"  # the seconds its attempts held the run's devices
+    device = device_word(s.run)  # the seconds its attempts held the run's devices
     return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · {agents}\n"
             f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)} (seed {fmt_x(p.seed_speedup)} SOL "
             f"{fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "

@@ -8,14 +8,16 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from core.report.figures import counted_sol, counted_speedup
 from tui.fleet.model import SOL_EDGES, SPEEDUP_EDGES, speedup_label
 from tui.formatting import histogram, plural
 from tui.snapshot import Delta, Snapshot
 
 
 def histogram_text(s: Snapshot, width: int = 30) -> str:
-    sols = [p.best_sol for p in s.problems]
-    speedups = [p.best_speedup for p in s.problems]
+    # The values the fleet's figures count (core.report.figures), so "N with a score" is the header's N.
+    sols = [counted_sol(p.best_sol) for p in s.problems]
+    speedups = [counted_speedup(p.best_speedup) for p in s.problems]
     solved = sum(v is not None for v in sols)
     lines = [f"Best SOL score, {solved}/{plural(len(sols), 'problem')} with a score", ""]
     lines += histogram(sols, SOL_EDGES, width)

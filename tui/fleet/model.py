@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from core.report.figures import busy_fraction, device_word, problem_figures
 from core.report.progress import duration, is_prepared, preparation_left_s
-from core.roofline.sol import geomean
 from core.store.model import ProblemRow
 from tui.fleet.lifecycle import state_text
 from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
@@ -31,14 +31,10 @@ def header_lines(s: Snapshot) -> list[str]:
     end = run.ended_at if run and run.ended_at else s.now
     elapsed = fmt_duration(end - run.created_at) if run else "—"
     active = sum(p.status == "active" for p in s.problems)
-    latest = s.metrics[-1] if s.metrics else None
-    busy = "—" if latest is None or latest.gpu_busy is None else f"{latest.gpu_busy * 100:.0f}%"
-    sols = [p.best_sol for p in s.problems if p.best_sol is not None]
-    mean_sol = latest.fleet_mean_sol if latest and latest.fleet_mean_sol is not None else (
-        sum(sols) / len(sols) if sols else None)
-    speedups = [p.best_speedup for p in s.problems if p.best_speedup and p.best_speedup > 0]
-    geo = latest.geomean_speedup if latest and latest.geomean_speedup is not None else (
-        geomean(speedups) if speedups else None)
+    busy_now = busy_fraction(s.metrics)
+    busy = "—" if busy_now is None else f"{busy_now * 100:.0f}%"
+    # From the problems as they are now (a metric sample may predate the latest best), as the report counts them.
+    figures = problem_figures(s.problems)
     spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
     prepared = sum(is_prepared(p) for p in s.problems)
     if run is not None and run.state == "running" and prepared < len(s.problems):
@@ -51,9 +47,9 @@ def header_lines(s: Snapshot) -> list[str]:
     line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
-    device = run.device_word if run is not None else "GPU"  # the busy fraction is of the run's devices
-    line2 = (f"{device} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
-             f"SOL {fmt_sol(mean_sol)}{' ' + spark if spark else ''} · geomean {fmt_x(geo)}")
+    line2 = (f"{device_word(run)} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+             f"SOL {fmt_sol(figures.mean_sol)}{' ' + spark if spark else ''} · "
+             f"geomean {fmt_x(figures.geomean_speedup)}")
     return [line1, line2]
 
 

@@ -14,19 +14,22 @@ from core.evaluate.baseline.measure import (FatalDeviceError, _one_line, device_
                                             time_prepared)
 from core.evaluate.baseline.sanity import distrusted, spread_problem
 from core.evaluate.baseline.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, WorkloadBaseline
+from core.evaluate.messages import (Answer, Baseline, BaselineAbandoned, BaselineForget, BaselineInputs,
+                                    BaselineLookup, BaselineMeasured, BaselineMiss, BaselinePrepare, BaselineReady,
+                                    BaselineRequest, BaselineTime, Done, Failed, MachineProbe, MachineProbed)
 from core.evaluate.timing_policy import TimingPolicy
 from core.problem.schema import Problem
 
 
-def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
+def handle_request(judge: Any, request: BaselineRequest | BaselineTime | MachineProbe) -> Answer:
     """The judge's baseline ops, one workload each.
 
     - ``baseline``: T_b from the cache, or measured in one go (then cached).
-    - ``baseline_lookup``: T_b from the cache, or ``{"status": "miss"}``.
+    - ``baseline_lookup``: T_b from the cache, or ``BaselineMiss``.
     - ``baseline_inputs``: T_b from the cache, or the inputs and the eager reference's first run (GPU work), kept
-      in the judge for the next request; replies ``{"status": "ready"}``. Sent holding the GPU.
+      in the judge for the next request; replies ``BaselineReady``. Sent holding the GPU.
     - ``baseline_prepare``: T_b from the cache, or the untimed half (torch.compile, and the inputs unless
-      ``baseline_inputs`` made them), kept in the judge for the next request; replies ``{"status": "ready"}``. The
+      ``baseline_inputs`` made them), kept in the judge for the next request; replies ``BaselineReady``. The
       pool sends it without holding the GPU.
     - ``baseline_time``: the timed half of the prepared workload (then cached). Sent holding the GPU.
 
@@ -34,95 +37,90 @@ def handle_request(judge: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     fields, or None for the default), ``input_sets``, ``compile``, ``compile_timeout_s``, ``compile_skip_reason``,
     ``compile_attempted``, ``use_cache``, ``forget`` (drop the cached entry before measuring again: a figure that
     failed ``sanity`` across workloads). A result that fails ``sanity``'s spread check is never cached.
-    ``baseline_forget`` only drops the entry (a figure still out of line when measured again). Reply: ``{"status": "ok", "baseline": {...}}`` plus ``"restart": true``
-    when a compile was abandoned (its thread still runs), ``{"status": "error", "reason": ...}`` when the problem
-    cannot be loaded, or a fatal reply when the device context broke.
+    ``baseline_forget`` only drops the entry (a figure still out of line when measured again). Reply:
+    ``BaselineMeasured`` (``restart`` when a compile was abandoned: its thread still runs), ``Failed("error")``
+    when the problem cannot be loaded, or a fatal ``Failed`` when the device context broke.
     """
     import torch
 
-    op = request.get("op", "baseline")
-    if op == "machine_probe":  # sent holding the device
-        return {"status": "ok", "machine": machine.take(judge.device).to_dict()}
-    now = machine.MachineState.from_dict(request.get("machine_now"))
-    if op == "baseline_time":
+    if isinstance(request, MachineProbe):  # sent holding the device
+        return MachineProbed(machine.take(judge.device).to_dict())
+    if isinstance(request, BaselineTime):
         pending, judge.pending_baseline = getattr(judge, "pending_baseline", None), None
         if pending is None:
-            return {"status": "error", "reason": "no prepared baseline to time"}
-        prepared, cache_key, meta, policy, now, stale = pending  # the request is {"op": "baseline_time"} alone
+            return Failed("error", "no prepared baseline to time")
+        prepared, cache_key, meta, policy, now, stale = pending  # the request carries nothing else
         try:
             result = time_prepared(prepared, judge.device, policy)
         except FatalDeviceError as exc:
-            return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
+            return Failed("RUNTIME_ERROR", f"baseline: {exc}", fatal=True)
         return _finished(result, cache_key, meta, judge.device, now, stale)
+    now = machine.MachineState.from_dict(request.machine_now)
 
     judge.pending_baseline = None
     made_before, judge.pending_inputs = getattr(judge, "pending_inputs", None), None
     try:
         problem, reference = judge._problem(request)
     except Exception as exc:  # noqa: BLE001 - a broken problem is a result, not a crash
-        return {"status": "error", "reason": f"reference: {_one_line(exc)}"}
-    index = int(request["workload"])
+        return Failed("error", f"reference: {_one_line(exc)}")
+    index = request.workload
     if not 0 <= index < len(problem.workloads):
-        return {"status": "error", "reason": f"no workload {index} ({len(problem.workloads)} workloads)"}
-    policy = TimingPolicy(**request["timing"]) if request.get("timing") else TimingPolicy()
-    input_sets = int(request.get("input_sets") or DEFAULT_INPUT_SETS)
-    try_compile = bool(request.get("compile", True))
+        return Failed("error", f"no workload {index} ({len(problem.workloads)} workloads)")
+    policy = TimingPolicy(**request.timing) if request.timing else TimingPolicy()
+    input_sets = request.input_sets or DEFAULT_INPUT_SETS
+    try_compile = request.compile
     name = device_name(judge.device)
     try:
         cache_key = baseline_key(problem.path, name, torch.__version__)
     except OSError as exc:
-        return {"status": "error", "reason": f"cannot read the problem files: {exc}"}
-    if op == "baseline_forget" or request.get("forget"):
+        return Failed("error", f"cannot read the problem files: {exc}")
+    if isinstance(request, BaselineForget) or request.forget:
         BaselineCache().forget(cache_key, index)
-        if op == "baseline_forget":
-            return {"status": "ok"}
+        if isinstance(request, BaselineForget):
+            return Done()
     stale = ""
-    if request.get("use_cache", True):
+    if request.use_cache:
         found = BaselineCache().lookup(cache_key, index, policy, input_sets, try_compile)
         # Start against start: both probed the same way, in a fresh process before any T_b, so the comparison
         # is not thrown by the probe's own warm-up (a figure from before starts were kept: its measurement's probe).
         stale = machine.moved(machine.MachineState.from_dict(found.machine_start or found.machine), now) \
             if found is not None else ""
         if found is not None and not stale:
-            return {"status": "ok", "baseline": found.replace(machine_now=request.get("machine_now")).to_dict()}
-    if op == "baseline_lookup":
-        return {"status": "miss"}
+            return BaselineMeasured(found.replace(machine_now=request.machine_now).to_dict())
+    if isinstance(request, BaselineLookup):
+        return BaselineMiss()
     meta = {"problem": problem.name, "content_sha256": problem_content_hash(problem.path), "device_name": name,
             "torch_version": torch.__version__}
-    attempted = request.get("compile_attempted")
     options = dict(reference=reference, input_sets=input_sets, try_compile=try_compile,
-                   compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
-                   compile_skip_reason=str(request.get("compile_skip_reason", "")),
-                   compile_attempted=None if attempted is None else bool(attempted))
+                   compile_timeout_s=float(request.compile_timeout_s),
+                   compile_skip_reason=request.compile_skip_reason, compile_attempted=request.compile_attempted)
     try:
-        if op == "baseline_inputs":
+        if isinstance(request, BaselineInputs):
             inputs = make_workload_inputs(problem, index, judge.device, policy, reference=reference,
                                           input_sets=input_sets, try_compile=try_compile,
                                           compile_attempted=options["compile_attempted"])
             if isinstance(inputs, WorkloadBaseline):
                 return _finished(inputs, cache_key, meta, judge.device, now, stale)
             judge.pending_inputs = (cache_key, index, inputs)
-            return {"status": "ready"}
-        if op == "baseline_prepare":
+            return BaselineReady()
+        if isinstance(request, BaselinePrepare):
             inputs = made_before[2] if made_before is not None and made_before[:2] == (cache_key, index) else None
             prepared, abandoned = prepare_workload(problem, index, judge.device, policy, inputs=inputs, **options)
             if isinstance(prepared, WorkloadBaseline):  # a failure (no GPU held here: no probe)
                 return _finished(prepared, cache_key, meta, None, now, stale)
             if abandoned:  # nothing more may run here; the pool asks again, eager only, in a fresh process
-                return {"status": "ok", "abandoned": prepared.compile_reason, "restart": True}
+                return BaselineAbandoned(prepared.compile_reason)
             judge.pending_baseline = (prepared, cache_key, meta, policy, now, stale)
-            return {"status": "ready"}
+            return BaselineReady()
         result, abandoned = measure_workload(problem, index, judge.device, policy, **options)
     except FatalDeviceError as exc:
-        return {"status": "RUNTIME_ERROR", "reason": f"baseline: {exc}", "fatal": True}
-    reply = _finished(result, cache_key, meta, judge.device, now, stale)
-    if abandoned:
-        reply["restart"] = True
-    return reply
+        return Failed("RUNTIME_ERROR", f"baseline: {exc}", fatal=True)
+    return BaselineMeasured(_finished(result, cache_key, meta, judge.device, now, stale).baseline,
+                            restart=bool(abandoned))
 
 
 def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], device,
-              now: machine.MachineState | None, stale: str) -> dict[str, Any]:
+              now: machine.MachineState | None, stale: str) -> BaselineMeasured:
     """A measured T_b, with the machine's state probed right after it (``device`` held; None: no probe), cached
     when trusted. ``now``: this start's state; ``stale``: why a cached figure was measured again."""
     result = distrusted(result, spread_problem(result))
@@ -131,14 +129,14 @@ def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], de
     result = result.replace(machine_now=now.to_dict() if now else None, remeasured=stale)
     if result.ok and not machine.state_moved(result):  # a figure timed in another state is not kept for later runs
         BaselineCache().store(cache_key, result, meta)
-    return {"status": "ok", "baseline": result.to_dict()}
+    return BaselineMeasured(result.to_dict())
 
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
                 compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S, compile_failure: str = "",
                 compile_skip_reason: str = "", use_cache: bool = True, forget: bool = False,
                 input_sets: int = DEFAULT_INPUT_SETS, blob_roots: tuple[str, ...] = (),
-                machine_now: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                machine_now: Mapping[str, Any] | None = None) -> Baseline:
     """The message the pool sends a judge for one workload. ``compile_timeout_s <= 0`` skips torch.compile
     (``compile_skip_reason`` says why, when there is more to say than that); ``compile_failure`` says a compile was
     already tried and failed outside the judge (it was killed), so the judge measures eager only and records that
@@ -146,11 +144,11 @@ def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,
     another state is measured again."""
     skip = compile_failure or ("" if compile_timeout_s > 0 else
                                compile_skip_reason or "torch.compile skipped (compile timeout 0)")
-    return {"op": "baseline", "problem_dir": str(Path(problem.path).resolve()), "blob_roots": list(blob_roots),
-            "workload": index, "timing": asdict(timing) if timing is not None else None, "input_sets": input_sets,
-            "compile": not skip, "compile_timeout_s": compile_timeout_s, "compile_skip_reason": skip,
-            "compile_attempted": True if compile_failure else None, "use_cache": use_cache and not forget,
-            "forget": forget, "machine_now": dict(machine_now) if machine_now else None}
+    return Baseline(problem_dir=str(Path(problem.path).resolve()), blob_roots=list(blob_roots), workload=index,
+                    timing=asdict(timing) if timing is not None else None, input_sets=input_sets,
+                    compile=not skip, compile_timeout_s=float(compile_timeout_s), compile_skip_reason=skip,
+                    compile_attempted=True if compile_failure else None, use_cache=use_cache and not forget,
+                    forget=forget, machine_now=dict(machine_now) if machine_now else None)
 
 
 def reply_timeout_s(compile_timeout_s: float, measure_timeout_s: float) -> float:
@@ -159,14 +157,14 @@ def reply_timeout_s(compile_timeout_s: float, measure_timeout_s: float) -> float
     return max(compile_timeout_s, 0.0) + 2 * measure_timeout_s + 30.0
 
 
-def from_reply(problem: Problem, index: int, reply: Mapping[str, Any]) -> WorkloadBaseline:
-    """A judge's reply as a WorkloadBaseline (a failure becomes one with ``error`` set)."""
+def from_reply(problem: Problem, index: int, reply: Answer) -> WorkloadBaseline:
+    """A judge's answer as a WorkloadBaseline (a failure becomes one with ``error`` set)."""
     uuid = problem.workloads[index].uuid
-    data = reply.get("baseline")
-    if reply.get("status") == "ok" and isinstance(data, dict):
+    if isinstance(reply, BaselineMeasured) and isinstance(reply.baseline, dict):
         try:
-            return WorkloadBaseline.from_dict(data)
+            return WorkloadBaseline.from_dict(reply.baseline)
         except TypeError:
             pass
-    return WorkloadBaseline(index=index, uuid=uuid, error=str(reply.get("reason") or "the judge sent no baseline"))
+    reason = reply.reason if isinstance(reply, Failed) else ""
+    return WorkloadBaseline(index=index, uuid=uuid, error=reason or "the judge sent no baseline")
 

@@ -183,7 +183,8 @@ def _time_eager(reference, sets, device, policy: TimingPolicy, about: dict[str, 
         _reraise_fatal(exc)
         return WorkloadBaseline(**about, error=f"eager reference: {_one_line(exc)}")
     return WorkloadBaseline(**about, baseline_ms=eager.median_ms, method=METHOD_EAGER, eager_ms=eager.median_ms,
-                            eager_spread=eager.spread, timing_method=eager.method)
+                            eager_spread=eager.spread, timing_method=eager.method,
+                            timing_host_bound=_host_bound(eager))
 
 
 def _compile_checked(problem: Problem, workload, sets, expected, device, timeout_s: float,
@@ -225,7 +226,8 @@ def _time_compiled(result: WorkloadBaseline, compiled: Callable[..., Any], sets,
         torch._dynamo.reset()
     result = result.replace(compiled_ms=timing.median_ms, compiled_spread=timing.spread)
     if timing.median_ms < result.eager_ms:
-        result = result.replace(baseline_ms=timing.median_ms, method=METHOD_COMPILED, timing_method=timing.method)
+        result = result.replace(baseline_ms=timing.median_ms, method=METHOD_COMPILED, timing_method=timing.method,
+                                timing_host_bound=_host_bound(timing))
     return result
 
 
@@ -354,3 +356,6 @@ def _reraise_fatal(exc: BaseException) -> None:
         raise FatalDeviceError(_one_line(exc)) from exc
 
 
+def _host_bound(timing) -> bool | None:
+    """The timing's structured host-bound flag (None: read from its sentence by WorkloadBaseline)."""
+    return timing.how.host_bound if timing.how is not None else None

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from core.evaluate.timing_method import host_bound_in
+
 from core.problem.schema import Problem
 
 DEFAULT_COMPILE_TIMEOUT_S = 120.0
@@ -30,7 +32,7 @@ class WorkloadBaseline:
     compile_seconds: float | None = None  # the warm-up call that compiled, when it finished
     eager_spread: float | None = None
     compiled_spread: float | None = None
-    timing_method: str = ""
+    timing_method: str = ""  # the timing's method sentence (core.evaluate.timing_method.TimingMethod.describe)
     error: str = ""  # why there is no T_b at all (the reference failed, the workload is unavailable, ...)
     unreliable: str = ""  # why a measured T_b was not trusted (core.evaluate.baseline.sanity); then baseline_ms is None
     cached: bool = False
@@ -45,6 +47,13 @@ class WorkloadBaseline:
     machine_start: Mapping[str, Any] | None = None
     machine_now: Mapping[str, Any] | None = None
     remeasured: str = ""
+    # Whether T_b's timing was host-bound (TimingMethod.host_bound); None in an entry cached before the flag, which
+    # reads it from ``timing_method`` once, here.
+    timing_host_bound: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.timing_host_bound is None:
+            object.__setattr__(self, "timing_host_bound", host_bound_in(self.timing_method))
 
     @property
     def ok(self) -> bool:

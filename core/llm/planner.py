@@ -1,6 +1,6 @@
 """The planner model (``[planner] mode = "llm"``): every ``llm_interval_s`` a model reads the fleet's figures as a
 short text and proposes controls, the same commands a person gives (``core.store.controls.COMMANDS``), each with a
-reason. The orchestrator applies them through ``Fleet._apply_control`` and records each as a ``decision`` event
+reason. The run applies them through ``core.fleet.controls.apply_control`` and records each as a ``decision`` event
 "planner model: <reason> (...)"; the rules planner still runs every tick, so budgets, closures and the agents'
 placement stay its own, steered by the priorities and pins the model sets.
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from core.planner.model import CLOSED_STATUSES
+from core.report.figures import FleetFigures, problem_figures
 from core.store.model import AgentRow, LlmCall, ProblemRow
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class FleetState:
     problems: tuple[ProblemFigures, ...]
     agents: tuple[AgentFigures, ...]
     device_word: str = "GPU"  # what the run's devices are (core.store.model.device_word): "CPU" on a CPU run
+    fleet: FleetFigures | None = None  # over every problem's best (core.report.figures), as the TUI and report show
 
 
 def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], totals: Mapping[str, float], *,
@@ -131,7 +133,7 @@ def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], tota
                           for a in agents)
     return FleetState(elapsed_s, int(totals.get("attempts", 0)), int(totals.get("tokens", 0)),
                       float(totals.get("dollars", 0.0)), float(totals.get("gpu_seconds", 0.0)), gpu_busy,
-                      tuple(limits), rules, figures, agent_figures, device_word)
+                      tuple(limits), rules, figures, agent_figures, device_word, problem_figures(problems))
 
 
 def frontier_text(p: ProblemRow) -> str:
@@ -160,6 +162,7 @@ def state_text(state: FleetState) -> str:
     busy = f", {word} busy {state.gpu_busy:.0%}" if state.gpu_busy is not None else ""
     lines = [f"Run: {state.elapsed_s:.0f} s, {state.attempts} attempts, {state.gpu_seconds:.1f} {word}-seconds in "
              f"attempts, {state.tokens} tokens, ${state.dollars:.2f}{busy}",
+             *([fleet_text(state.fleet)] if state.fleet is not None else []),
              "Budgets: " + ("; ".join(state.budgets) if state.budgets else "none set"),
              "Rules: " + state.rules, ""]
     agents = state.agents[:MAX_AGENTS_SHOWN]
@@ -187,6 +190,14 @@ def state_text(state: FleetState) -> str:
                      + ")")
     text = "\n".join(lines)
     return text if len(text) <= MAX_STATE_CHARS else text[:MAX_STATE_CHARS] + "\n... (cut)"
+
+
+def fleet_text(fleet: FleetFigures) -> str:
+    """The fleet's figures as one line: "Fleet: geomean speedup 1.52x over 3 problems, ..."."""
+    geo = f"{fleet.geomean_speedup:.3g}x" if fleet.geomean_speedup is not None else "-"
+    mean = f"{fleet.mean_sol:.3g}" if fleet.mean_sol is not None else "-"
+    return (f"Fleet: geomean speedup {geo} over {fleet.with_speedup} problems with one, mean best SOL {mean} over "
+            f"{fleet.with_sol}, {fleet.beating_baseline} of {fleet.problems} problems faster than T_b")
 
 
 def system_prompt(max_actions: int, device_word: str = "GPU") -> str:

@@ -1,0 +1,81 @@
+"""Each problem made ready for agents: T_sol and T_b of its workloads measured (``core.fleet.baselines``), attempts
+an interrupted start left pending re-evaluated, and its seed evaluated; beside it, the machine's facts gathered."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from core.fleet.baselines import PREPARATION_PRIORITY
+from core.fleet.context import RunContext
+from core.fleet.attempt import Candidate
+from core.fleet.facts import gather_facts as gather_machine_facts
+from core.fleet.run_attempts import RunAttempts, outcome_line
+from core.fleet.seeds import pick_seed
+from core.problem.schema import Problem
+from core.report.progress import duration, is_prepared, preparation_line
+from core.solution.io import parse_solution
+
+
+async def gather_facts(run: RunContext) -> None:
+    # A child process and nvidia-smi (seconds on a GPU): alongside the preparation, before any agent's brief.
+    run.facts = await anyio.to_thread.run_sync(gather_machine_facts, run.device, tuple(run.config.fleet.languages),
+                                               run.gpus[0] if run.gpus else None, run.gpu_name,
+                                               abandon_on_cancel=True)
+
+
+async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
+    # As many problems in preparation as the evaluator measures T_b side by side: a baseline's torch.compile
+    # keeps one process busy on the CPU for many seconds, while other problems' timings use the GPUs.
+    limiter = anyio.CapacityLimiter(max(1, run.evaluator.baselines_at_once()))
+    started = time.monotonic()
+    total = len(run.problems)
+    begun = 0
+
+    async def prepare_one(problem_id: int, problem: Problem) -> None:
+        nonlocal begun
+        async with limiter:
+            try:
+                if not is_prepared(run.store.problem(problem_id)):
+                    begun += 1
+                    run.event("log", f"preparing ({begun} of {total} begun): T_sol, T_b of "
+                                     f"{sum(not w.unavailable for w in problem.workloads)} workloads, the seed",
+                              problem_id=problem_id)
+                await _prepare(run, attempts, problem_id, problem)
+                line = preparation_line(run.store.problems(), time.monotonic() - started)
+                if line:
+                    run.event("log", line, problem_id=problem_id)
+            except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
+                # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
+                run.store.update_problem(problem_id, status="failed",
+                                         failures_in_row=run.config.planner.max_consecutive_failures)
+                run.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
+                          problem_id=problem_id)
+                return
+            run.ready.add(problem_id)
+
+    async with anyio.create_task_group() as tg:
+        for problem_id, problem in run.problems.items():
+            tg.start_soon(prepare_one, problem_id, problem)
+    run.prepared_all = True
+    if begun:
+        run.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")
+
+
+async def _prepare(run: RunContext, attempts: RunAttempts, problem_id: int, problem: Problem) -> None:
+    row = run.store.problem(problem_id)
+    runnable = [w.index for w in problem.workloads if not w.unavailable]
+    if not row.workloads and runnable:
+        await run.baselines.measure(problem_id, problem)
+    elif row.workloads:
+        run.evaluator.remember_sol(problem, {w.index: w.t_sol_ms for w in row.workloads if w.t_sol_ms})
+    for pending in run.store.attempts(problem_id, state="pending"):
+        run.event("log", f"re-evaluating attempt {pending.id}, interrupted by the last stop",
+                  agent_id=pending.agent_id, problem_id=problem_id)
+        await attempts.complete(problem_id, pending.id, parse_solution(pending.solution), pending.workloads,
+                                priority=PREPARATION_PRIORITY)
+    if not any(a.note == "seed" for a in run.store.attempts(problem_id)):
+        solution, origin = pick_seed(problem, run.device, tuple(run.config.fleet.languages))
+        recorded = await attempts.attempt(problem_id, Candidate(solution, note="seed"), priority=PREPARATION_PRIORITY)
+        run.event("log", f"seed from {origin}: {outcome_line(recorded.attempt)}", problem_id=problem_id)

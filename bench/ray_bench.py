@@ -9,7 +9,7 @@ Per job, "overhead" is the time ``evaluate()`` took less the time the job held i
 building (a cache hit after the first), materializing, the pool's requests, and for Ray the transfer and the actor.
 For Ray, "dispatch" is the time from ``evaluate()`` to the job starting in its actor, less the wait for a free actor,
 and "round trip" the time Ray took to carry the job there and its result back (``core.cluster.usage``). Prints a
-table last; ``--out FILE`` writes the figures as JSON. See bench/README.md for results.
+table last; ``--out FILE`` writes the figures as JSON. Results: bench/ray_bench.md.
 """
 
 from __future__ import annotations

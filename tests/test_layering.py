@@ -134,3 +134,81 @@ def later():
         "line 5", "line 6", "line 7", "line 9", "line 13", "line 15", "line 16"], found
     clean = "import core.llmish\nfrom core.fleet import kinds\nfrom . import llm\nx = {'core.llm': 1}['core.llm']\n"
     assert forbidden_imports(clean) == []
+
+
+def module_imports(files: dict[str, Path]) -> dict[str, set[str]]:
+    """For each module (dotted name -> file), the modules among them it imports when it is imported: its top-level
+    imports (``TYPE_CHECKING`` blocks and imports inside functions aside); ``from pkg import sub`` is an import of
+    ``pkg.sub`` where ``sub`` is a module, else of ``pkg``."""
+    import ast
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found: set[str] = set()
+        for statement in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+                continue
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    subs = [f"{node.module}.{a.name}" for a in node.names]
+                    found.update(s for s in subs if s in files)
+                    if not all(s in files for s in subs):
+                        found.add(node.module)
+        graph[name] = {m for m in found if m in files and m != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a loop (strongly connected, 2 or more)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for start in graph:  # first pass: finishing order (iterative depth-first search)
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(sorted(graph[start])))]
+        while stack:
+            node, edges = stack[-1]
+            nxt = next((m for m in edges if m not in seen), None)
+            if nxt is None:
+                order.append(node)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(graph[nxt]))))
+    reverse: dict[str, set[str]] = {m: set() for m in graph}
+    for m, targets in graph.items():
+        for t in targets:
+            reverse[t].add(m)
+    groups, assigned = [], set()
+    for node in reversed(order):  # second pass on the reversed graph
+        if node in assigned:
+            continue
+        group, todo = [], [node]
+        assigned.add(node)
+        while todo:
+            m = todo.pop()
+            group.append(m)
+            for r in reverse[m] - assigned:
+                assigned.add(r)
+                todo.append(r)
+        if len(group) > 1:
+            groups.append(sorted(group))
+    return groups
+
+
+def test_no_import_cycles_between_the_cores_files():
+    files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in sorted((ROOT / "core").rglob("*.py"))}
+    graph = module_imports(files)
+    assert "core.evaluate.pool" in graph["core.evaluate.local"]  # the graph sees real imports
+    assert import_cycles(graph) == []
+    assert not any(m.startswith("core.fleet") for name in graph if name.startswith("core.evaluate")
+                   for m in graph[name])
+    # The finder finds a loop: a module of evaluate importing the fleet back, which imports evaluate.
+    graph["core.evaluate.pool"] = graph["core.evaluate.pool"] | {"core.fleet.orchestrator"}
+    assert any({"core.evaluate.pool", "core.fleet.orchestrator"} <= set(g) for g in import_cycles(graph))

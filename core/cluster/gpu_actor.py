@@ -27,7 +27,7 @@ from core.cache import cache_root
 from core.cluster.content import NodeProblem, ProblemContent, node_problem
 from core.cluster.folder import PathMap, pack_scratch, unpack_folder
 from core.cluster.usage import usage_to_dict
-from core.cluster.wire import baseline_to_dict, placement_to_dict, timing_from_dict
+from core.cluster.wire import BaselineReply, ConfinedReply, EvaluateReply, timing_from_dict
 from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.evaluator import EvaluationRequest, Placement
@@ -142,9 +142,8 @@ class GpuWorker:
             self.local.remember_sol(loaded.problem, {int(k): float(v) for k, v in sol_ms.items()})
         evaluation = await self.local.evaluate(request)
         placement = None if evaluation.placement is None else Placement(self.node, self.gpu, self.model)
-        return {"verdict": json.loads(json.dumps(evaluation.verdict.to_dict())), "build": evaluation.build,
-                "placement": None if placement is None else placement_to_dict(placement), "usage": self._usage(),
-                "started_wall": started_wall, "elapsed_s": time.monotonic() - began}
+        return json.loads(json.dumps(EvaluateReply(evaluation.verdict, evaluation.build, placement, self._usage(),
+                                                   started_wall, time.monotonic() - began).to_wire()))
 
     async def baseline(self, problem: dict[str, Any], indices: list[int] | None, timing: dict[str, Any] | None,
                        compile_timeout_s: float, priority: int) -> dict[str, Any]:
@@ -154,9 +153,8 @@ class GpuWorker:
         results = await self.local.baseline(loaded.problem, indices, timing=timing_from_dict(timing),
                                             compile_timeout_s=compile_timeout_s, blob_roots=loaded.blob_roots,
                                             priority=priority)
-        return {"baselines": [json.loads(json.dumps(baseline_to_dict(b))) for b in results],
-                "placement": placement_to_dict(Placement(self.node, self.gpu, self.model)), "usage": self._usage(),
-                "started_wall": started_wall, "elapsed_s": time.monotonic() - began}
+        return json.loads(json.dumps(BaselineReply(tuple(results), Placement(self.node, self.gpu, self.model),
+                                                   self._usage(), started_wall, time.monotonic() - began).to_wire()))
 
     async def run_confined(self, problem: dict[str, Any] | None, head: dict[str, str], files: dict[str, bytes],
                            requests: list[str], command: list[str], env: dict[str, str], timeout_s: float,
@@ -182,9 +180,8 @@ class GpuWorker:
             left, left_out = await anyio.to_thread.run_sync(pack_scratch, scratch)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        return {"returncode": outcome.returncode, "output": back.text(outcome.output), "scratch": left,
-                "left_out": left_out, "usage": self._usage(), "started_wall": started_wall,
-                "elapsed_s": time.monotonic() - began}
+        return ConfinedReply(outcome.returncode, back.text(outcome.output), left, tuple(left_out), self._usage(),
+                             started_wall, time.monotonic() - began).to_wire()
 
     async def device_model(self) -> str:
         return self.model

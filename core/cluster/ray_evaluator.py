@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -44,12 +44,7 @@ from core.cluster.errors import ClusterError, ContentError
 from core.cluster.folder import pack_folder, unpack_folder
 from core.cluster.gpu_actor import GpuWorker
 from core.cluster.usage import ClusterUsage
-from core.cluster.wire import (
-    baseline_from_dict,
-    placement_from_dict,
-    timing_to_dict,
-    verdict_from_dict,
-)
+from core.cluster.wire import BaselineReply, ConfinedReply, EvaluateReply, timing_to_dict
 from core.evaluate.evaluator import Evaluation, EvaluationRequest, Placement
 from core.evaluate.timing_policy import TimingPolicy
 from core.evaluate.verdict import Status, Verdict, WorkloadVerdict
@@ -60,6 +55,9 @@ from core.solution.io import solution_to_dict
 
 log = logging.getLogger("kernelfleet.cluster")
 START_RETRY_S = 60.0
+
+
+Reply = TypeVar("Reply", EvaluateReply, BaselineReply, ConfinedReply)
 
 
 @dataclass(eq=False)
@@ -382,9 +380,10 @@ class RayEvaluator:
         self.history.append(f"{time.strftime('%H:%M:%S')} {line}")
         log.info("%s", line)  # a warning would reach the terminal under the UI
 
-    async def _run(self, priority: int, model: str | None,
-                   send: Callable[[GpuActor], Awaitable[Any]]) -> tuple[dict[str, Any], dict[str, float]]:
-        """Run one job through the queue, again elsewhere each time its actor is lost; the reply and its times."""
+    async def _run(self, priority: int, model: str | None, send: Callable[[GpuActor], Awaitable[Any]],
+                   reply_type: type[Reply]) -> tuple[Reply, dict[str, float]]:
+        """Run one job through the queue, again elsewhere each time its actor is lost; the reply (read as
+        ``reply_type``) and its times."""
         from ray.exceptions import (
             NodeDiedError,
             OutOfMemoryError,
@@ -404,7 +403,7 @@ class RayEvaluator:
                 sent_wall, sent = time.time(), time.monotonic()
                 ref = await send(actor)
                 try:
-                    reply = await ref
+                    reply = reply_type.from_wire(await ref)
                 except anyio.get_cancelled_exc_class():
                     try:
                         self._ray.cancel(ref)  # the actor's coroutine is cancelled and its pool lets the GPU go
@@ -428,9 +427,9 @@ class RayEvaluator:
                 self._release(actor)
             back = time.monotonic()
             self.usage.head_wait_s += waited
-            self.usage.update(actor.key, reply["usage"])
-            times = {"dispatch_s": sent - called - waited + max(0.0, reply["started_wall"] - sent_wall),
-                     "round_trip_s": max(0.0, back - sent - reply["elapsed_s"])}
+            self.usage.update(actor.key, reply.usage)
+            times = {"dispatch_s": sent - called - waited + max(0.0, reply.started_wall - sent_wall),
+                     "round_trip_s": max(0.0, back - sent - reply.elapsed_s)}
             if losses == 0:
                 self.usage.dispatch_s.append(times["dispatch_s"])
                 self.usage.round_trip_s.append(times["round_trip_s"])
@@ -466,7 +465,7 @@ class RayEvaluator:
                                                 request.priority, sol_ms)
 
         try:
-            reply, _ = await self._run(request.priority, None, send)
+            reply, _ = await self._run(request.priority, None, send, EvaluateReply)
         except _TooManyLosses as exc:
             first = (request.workloads or (0,))[0]
             reason = f"not evaluated: {exc}"
@@ -474,8 +473,7 @@ class RayEvaluator:
                                                                                      reason),)), None)
         self.usage.evaluations += 1
         self.usage.evaluate_s += time.monotonic() - called
-        placement = placement_from_dict(reply["placement"]) if reply["placement"] else None
-        return Evaluation(verdict_from_dict(reply["verdict"]), reply["build"], placement)
+        return Evaluation(reply.verdict, reply.build, reply.placement)
 
     async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
                            priority: int = 0, *, problem: Problem | None = None,
@@ -496,14 +494,14 @@ class RayEvaluator:
                                                     timeout_s, priority)
 
         try:
-            reply, _ = await self._run(priority, None, send)
+            reply, _ = await self._run(priority, None, send, ConfinedReply)
         except _TooManyLosses as exc:
             return ProcessOutcome(1, f"not run: {exc}")
-        await anyio.to_thread.run_sync(unpack_folder, reply["scratch"], scratch, "a node's scratch")
-        output = reply["output"]
-        if reply["left_out"]:
-            output += f"\n(left on the node, over the size that comes back: {', '.join(reply['left_out'][:5])})"
-        return ProcessOutcome(reply["returncode"], output)
+        await anyio.to_thread.run_sync(unpack_folder, reply.scratch, scratch, "a node's scratch")
+        output = reply.output
+        if reply.left_out:
+            output += f"\n(left on the node, over the size that comes back: {', '.join(reply.left_out[:5])})"
+        return ProcessOutcome(reply.returncode, output)
 
     async def evaluate_prepared(self, request: EvaluationRequest, prepared: Any) -> Evaluation:
         """Builds run where the job runs: a candidate built on the head is sent as its sources all the same."""
@@ -527,15 +525,15 @@ class RayEvaluator:
                                                 priority)
 
         try:
-            reply, _ = await self._run(priority, device_model or self.primary_model, send)
+            reply, _ = await self._run(priority, device_model or self.primary_model, send, BaselineReply)
         except _TooManyLosses as exc:
             raise ClusterError(f"T_b of {problem.name} could not be measured: {exc}") from None
-        measured_on = reply["placement"]["device_model"]
+        measured_on = reply.placement.device_model
         if device_model is not None and measured_on != device_model:
             raise ClusterError(f"T_b of {problem.name} on {device_model}: no GPU of that model is left "
                                f"(measured on {measured_on})")
         self.baseline_models[Path(problem.path)] = measured_on
-        return [baseline_from_dict(b) for b in reply["baselines"]]
+        return list(reply.baselines)
 
     def baseline_model(self) -> str:
         return self.primary_model

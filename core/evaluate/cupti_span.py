@@ -8,7 +8,7 @@ launched before the opening marker (the L2 flush and the spin of the lead, the s
 call's, however it overlaps the call on the GPU. The span is the union of the call's activities, on every stream:
 the per-iteration time of NVIDIA's SOL-ExecBench evaluator, which has no CUDA event of its own on the GPU (a pair of
 events adds 2-3 us to every call on the H200). Upstream ties activities to calls through the RUNTIME and DRIVER
-activity kinds instead; tracing those made a whole fleet run several times slower (bench/README.md), the markers
+activity kinds instead; tracing those made a whole fleet run several times slower (bench/cupti_kinds.md), the markers
 need only the GPU kinds.
 
 Markers that do not pair up into exactly the calls timed (a marker lost, or candidate code that launched a memset

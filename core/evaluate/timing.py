@@ -38,7 +38,7 @@ BATCH_CALLS = 100
 # share: after an honest call of one long kernel the first synchronisation is itself slower, by about 30 us after a
 # 1.5 ms gemm in a fresh process on the H200 (a stream's synchronisation before the timed one pays part of that), and
 # late in fleet runs with kernel spans, honest calls of 1.0-5.7 ms waited 43-116 us in two passes (up to 5% of the
-# call): a 1% share took 5 of 459 such timings for work on other streams (bench/README.md).
+# call): a 1% share took 5 of 459 such timings for work on other streams (docs/timing.md, bench/h200_check.md).
 UNSEEN_WORK_S = 30e-6
 UNSEEN_WORK_SHARE = 0.05
 # Passes of the device-wide check that must all find work left on other streams for a timing to count it.

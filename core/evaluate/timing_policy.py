@@ -21,7 +21,7 @@ class TimingPolicy:
     # Time each call by its CUPTI kernel span (core.evaluate.cupti_span) where cupti-python is installed, as
     # upstream SOL-ExecBench does, instead of by CUDA events, which add 2-3 us a call. Off by default: on the H200
     # (2026-12-02) the default fleet run with spans ended after 5 min 38 s where events take 4 min 21 s (reading
-    # CUPTI's records costs about 45 us each); bench/README.md.
+    # CUPTI's records costs about 45 us each); bench/cupti_kinds.md.
     kernel_spans: bool = False
 
 

@@ -2,7 +2,8 @@
 
 Each group of tools lives in a module of its own (``core.llm.tools`` the workspace, ``core.llm.knowledge`` earlier
 attempts and notes, ``core.llm.docs_tool`` documentation, ``core.llm.inspect_tools`` profile, assembly and
-sanitizer) and exports ``TOOLS``; ``core.llm.tools.TOOLS`` is the registry the agent offers the model. A handler
+sanitizer) and exports ``TOOLS``; ``core.llm.tools.registry()`` is what the agent offers the model: those groups
+and every tool given to :func:`register` (a new tool is a module with its handler and one ``register`` line). A handler
 gets the :class:`~core.llm.tools.Toolbox` (its workspace and Workbench) and the call's arguments, and returns a
 :class:`ToolResult`; it raises :class:`ToolRefused` for a request it will not carry out (the message goes back to
 the model and counts as a failed call).
@@ -49,6 +50,23 @@ class Tool:
         return {"type": "function", "function": {
             "name": self.name, "description": self.description,
             "parameters": {"type": "object", "properties": self.properties, "required": list(self.required)}}}
+
+
+_REGISTERED: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    """Offer ``tool`` to the model from the next turn on (a built-in tool of the same name is replaced)."""
+    _REGISTERED[tool.name] = tool
+    return tool
+
+
+def unregister(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def registered() -> dict[str, Tool]:
+    return dict(_REGISTERED)
 
 
 def clip(text: str, limit: int) -> str:

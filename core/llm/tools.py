@@ -24,7 +24,7 @@ from core.fleet.facts import language_refusal
 from core.solution.io import parse_solution
 from core.solution.schema import Solution
 from core.solution.tunables import TUNABLES_MODULE_FILE
-from core.llm.toolkit import Tool, ToolRefused, ToolResult
+from core.llm.toolkit import Tool, ToolRefused, ToolResult, registered
 from core.store.model import AttemptRow
 
 SPEC_FILE = "solution.json"
@@ -336,15 +336,19 @@ class Toolbox:
 
 
 @functools.cache
-def registry() -> dict[str, Tool]:
-    """Every tool the agent offers, by name: the workspace's and those of the other tool modules."""
+def builtin_tools() -> dict[str, Tool]:
+    """The workspace's tools and those of the other built-in tool modules, by name."""
     from core.llm.docs_tool import TOOLS as DOCS_TOOLS
-    from core.llm.knowledge import TOOLS as KNOWLEDGE_TOOLS
-
     from core.llm.inspect_tools import TOOLS as INSPECT_TOOLS
+    from core.llm.knowledge import TOOLS as KNOWLEDGE_TOOLS
 
     groups = [WORKSPACE_TOOLS, INSPECT_TOOLS, DOCS_TOOLS, KNOWLEDGE_TOOLS]
     return {tool.name: tool for group in groups for tool in group}
+
+
+def registry() -> dict[str, Tool]:
+    """Every tool the agent offers, by name: the built-in ones and those registered (``core.llm.toolkit.register``)."""
+    return {**builtin_tools(), **registered()}
 
 
 def tool_schemas() -> list[dict[str, Any]]:

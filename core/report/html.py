@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Sequence
 
+from core.report.figures import counted_sol
 from core.report.html_assets import CSS, SCRIPT
 from core.report.html_distributions import (sol_histogram_bins, sol_histogram_svg, speedup_bars_legend,
                                             speedup_bars_svg, speedup_distribution_svg, subset_sol_legend,
@@ -60,7 +61,7 @@ def _across_problems(report: RunReport, drills: Sequence[ProblemDrill], progress
                       f"none of {passing} passing attempts has a speedup on every workload")
     why_no_sol = no_sol_reason(progress, report.run, len(report.metrics))
     drawn = sorted({key for b in bins for key, _ in b.counts}, key=lambda key: series.get(key, 0))
-    best_sols = [p.best_sol for p in report.problems if p.best_sol is not None]
+    best_sols = [v for v in (counted_sol(p.best_sol) for p in report.problems) if v is not None]
     return "<div class=\"grid\">" + "".join([
         figure("Distribution of the attempts' speedups", speedup_distribution_svg(bins, series, why_no_speedup),
                [LegendEntry(key, series_colour(series.get(key, 0)), "bar", f"p{series.get(key, 0)}") for key in drawn],

@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core.errors import StoreRowError
+
 # Each command's module (its ``register`` adds the command of that name), imported only when that command runs or
 # the whole list is wanted (--help, an unknown command): the modules' imports add up to 0.2 s, and `kernelfleet
 # eval` needs its own alone.
@@ -46,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("interrupted", file=sys.stderr)
         return 130
+    except StoreRowError as exc:
+        # A row another version wrote, or a hand changed: one line naming the run and the row, not a traceback.
+        where = getattr(args, "run_dir", None) or getattr(args, "resume", None)
+        print(f"error: {f'{where}: ' if where else ''}{exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader went away (`kernelfleet report --json | head`): nothing more to say, and nothing to flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -15,6 +15,7 @@ import anyio
 import anyio.lowlevel
 
 from core.config import ClusterConfig, ConfigError, FleetConfig, check_ray_address, load_config
+from core.errors import StoreRowError
 from core.evaluate.hosts import HostUnavailable, backend_named
 from core.fleet import capability
 from core.fleet.orchestrator import Fleet, FleetError
@@ -146,11 +147,10 @@ def _stored_cluster(run_dir: Path) -> ClusterConfig:
 
 
 def _one_line_error(exc: BaseException) -> BaseException | None:
-    """The FleetError (a run that cannot start, or a fault of the machine that ended it) or ClusterError behind
-    ``exc``, alone or inside an exception group; None for any other failure. Only a run with a Ray address can
-    raise a ClusterError, so core.cluster is looked at only where it was imported."""
-    cluster = sys.modules.get("core.cluster.errors")
-    if isinstance(exc, FleetError) or (cluster is not None and isinstance(exc, cluster.ClusterError)):
+    """The error behind ``exc`` that says in one line why the run cannot start or go on (a FleetError, a host
+    backend's devices out of reach, a stored config or a store row that does not parse), alone or inside an
+    exception group; None for any other failure."""
+    if isinstance(exc, (FleetError, HostUnavailable, ConfigError, StoreRowError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

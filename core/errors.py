@@ -17,3 +17,12 @@ class SpecError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
+
+
+class StoreRowError(ValueError):
+    """A row of a run's store that does not parse (written by another version, or changed by hand): its table and
+    row and what is wrong, for one ``error:`` line."""
+
+    def __init__(self, table: str, row_id: object, problem: Exception):
+        self.table, self.row_id = table, row_id
+        super().__init__(f"{table} row {row_id} does not parse: {type(problem).__name__}: {str(problem)[:200]}")

@@ -19,6 +19,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from core.errors import StoreRowError
 from core.store import ControlError, RunReader, submit_control
 from core.store.model import AgentRow, ProblemRow
 from core.store.queries import Queries
@@ -159,7 +160,7 @@ class WatchApp(App):
         try:
             with self.lock:
                 snapshot, delta = self.poller.poll()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreRowError) as exc:  # the screen stays, with the last good view and the reason
             self.call_from_thread(self._poll_failed, exc)
             return
         # The grid's sorting, filtering and formatting happen here too: the main thread only updates widgets.

@@ -27,7 +27,7 @@ from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
 from core.evaluate.messages import (Baseline, BaselineAbandoned, BaselineForget, BaselineInputs, BaselineLookup,
-                                    BaselineMeasured, BaselineMiss, BaselinePrepare, BaselineReady, BaselineTime,
+                                    BaselineMiss, BaselinePrepare, BaselineReady, BaselineTime,
                                     Check, Checked, Failed, Load, MachineProbe, MachineProbed, Ran, Reference,
                                     ReferenceMade, Run, Spot, Spotted, Time, Timed, as_kind)
 from core.evaluate.usage import PoolUsage

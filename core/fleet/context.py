@@ -94,6 +94,7 @@ class RunContext:
         self.assignment: dict[int, int | None] = {}  # agent id -> problem id
         self.working: set[int] = set()  # agents inside work()
         self.ready: set[int] = set()  # problems measured and seeded
+        self.unrunnable: set[int] = set()  # problems no workload of which can run here: never prepared
         # (lane, problem, best attempt) with nothing more to try: a lane is a kind, and an agent's model profile
         # (core.planner.model.lane), so what one model has exhausted stays open to another
         self.exhausted: set[tuple[str, int, int | None]] = set()

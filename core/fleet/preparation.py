@@ -30,7 +30,7 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
     # keeps one process busy on the CPU for many seconds, while other problems' timings use the GPUs.
     limiter = anyio.CapacityLimiter(max(1, run.evaluator.baselines_at_once()))
     started = time.monotonic()
-    total = len(run.problems)
+    total = len(run.problems) - len(run.unrunnable)
     begun = 0
 
     async def prepare_one(problem_id: int, problem: Problem) -> None:
@@ -57,7 +57,8 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
 
     async with anyio.create_task_group() as tg:
         for problem_id, problem in run.problems.items():
-            tg.start_soon(prepare_one, problem_id, problem)
+            if problem_id not in run.unrunnable:
+                tg.start_soon(prepare_one, problem_id, problem)
     run.prepared_all = True
     if begun:
         run.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")

@@ -16,6 +16,7 @@ from core.fleet.budget import Budgets
 from core.fleet.context import FleetError, RunContext
 from core.fleet.controls import drop_stale_stops
 from core.fleet.gpus import detect_gpus
+from core.planner.model import UNRUNNABLE, WAITING
 from core.problem import load_problems as load_problem_paths
 from core.secrets import redact, take_secrets
 from core.store.check import NotARunStore, check_store_file
@@ -82,6 +83,7 @@ def open_run(run: RunContext, loaded) -> None:
     _add_agents(run)
     for problem_id, index, why in skipped:
         run.event("log", f"workload {index} skipped on the cpu: {why}", problem_id=problem_id)
+    _mark_unrunnable(run)
     line = capability.cannot_improve_line([capability.assess(p, run.config) for p in run.problems.values()],
                                           run.config)
     if line:
@@ -126,6 +128,24 @@ def _add_problems(run: RunContext, loaded) -> list[tuple[int, int, str]]:
         skipped += [(problem_id, index, why) for index, why in skips]
         run.keys[problem_id] = key
     return skipped
+
+
+def _mark_unrunnable(run: RunContext) -> None:
+    """Problems none of whose workloads can run on this machine are known before any agent is assigned: never
+    prepared, never assigned, and said so with why. One that can run again (its blobs came back) reopens."""
+    for problem_id, problem in run.problems.items():
+        row = run.store.problem(problem_id)
+        reasons = sorted({w.unavailable for w in problem.workloads if w.unavailable})
+        if len(reasons) and all(w.unavailable for w in problem.workloads):
+            run.unrunnable.add(problem_id)
+            if row.status != UNRUNNABLE:
+                run.store.update_problem(problem_id, status=UNRUNNABLE)
+            run.event("decision", f"{UNRUNNABLE}: no workload can run here ({'; '.join(reasons[:2])}"
+                                  f"{'; ...' if len(reasons) > 2 else ''}); no agent will be assigned",
+                      problem_id=problem_id)
+        elif row.status == UNRUNNABLE:
+            run.store.update_problem(problem_id, status=WAITING)
+            run.event("decision", f"{WAITING}: its workloads can run again", problem_id=problem_id)
 
 
 def _add_agents(run: RunContext) -> None:

@@ -8,6 +8,7 @@ from core.planner.model import (
     OVER_BUDGET,
     PAUSED,
     PLATEAUED,
+    UNRUNNABLE,
     STATUSES,
     WAITING,
     Assignment,
@@ -30,7 +31,7 @@ from core.planner.score import (
 
 __all__ = [
     "ACTIVE", "CLOSED_STATUSES", "DONE", "FAILED", "OVER_BUDGET", "PAUSED", "PINNED_BONUS", "PLATEAUED", "REBALANCE_MARGIN",
-    "STATUSES", "WAITING", "Assignment", "Plan", "PlannerInput", "ProblemActivity", "RunTotals", "ScoreTerms",
+    "STATUSES", "UNRUNNABLE", "WAITING", "Assignment", "Plan", "PlannerInput", "ProblemActivity", "RunTotals", "ScoreTerms",
     "StatusChange", "closure_reason", "closure_status", "describe_score", "improvement_rate", "plan",
     "problem_score", "reference_rate", "run_stop_reason", "score_terms",
 ]

@@ -23,8 +23,11 @@ PAUSED = "paused"            # a person paused it
 PLATEAUED = "plateaued"      # plateau_attempts attempts without a plateau_min_gain best-SOL gain (never when pinned)
 OVER_BUDGET = "over budget"  # a per-problem budget is spent
 FAILED = "failed"            # failures_in_row reached max_consecutive_failures
-STATUSES = (WAITING, ACTIVE, DONE, PAUSED, PLATEAUED, OVER_BUDGET, FAILED)
-CLOSED_STATUSES = (PAUSED, OVER_BUDGET, FAILED, PLATEAUED)
+# Set by the run at its start, not by the planner: no workload of the problem can run on this machine (its blobs
+# are missing, every workload is over the CPU's size cap); never prepared, never assigned.
+UNRUNNABLE = "unrunnable"
+STATUSES = (WAITING, ACTIVE, DONE, PAUSED, PLATEAUED, OVER_BUDGET, FAILED, UNRUNNABLE)
+CLOSED_STATUSES = (PAUSED, OVER_BUDGET, FAILED, PLATEAUED, UNRUNNABLE)
 
 
 @dataclass(frozen=True)

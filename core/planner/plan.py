@@ -32,6 +32,7 @@ from core.planner.model import (
     OVER_BUDGET,
     PAUSED,
     PLATEAUED,
+    UNRUNNABLE,
     WAITING,
     DONE,
     Assignment,
@@ -96,6 +97,8 @@ def closure_status(p: ProblemRow, cfg: PlannerConfig, budgets: BudgetConfig) -> 
 
     Computed from the row alone: a person's resume resets the counters, which reopens the problem.
     """
+    if p.status == UNRUNNABLE:
+        return UNRUNNABLE
     if p.paused:
         return PAUSED
     if _problem_budget(p, budgets) is not None:
@@ -109,6 +112,8 @@ def closure_status(p: ProblemRow, cfg: PlannerConfig, budgets: BudgetConfig) -> 
 
 def closure_reason(p: ProblemRow, status: str, cfg: PlannerConfig, budgets: BudgetConfig) -> str:
     """A one-line reason for a closure status, naming the figures."""
+    if status == UNRUNNABLE:
+        return "no workload can run on this machine (the run's start said why)"
     if status == PAUSED:
         return "paused by a person"
     if status == OVER_BUDGET:
@@ -139,7 +144,9 @@ def plan(inp: PlannerInput) -> Plan:
     for p in inp.problems:  # closure_status, inlined with the budgets precomputed
         pid = p.id
         by_id[pid] = p
-        if p.paused:
+        if p.status == UNRUNNABLE:
+            closed[pid] = UNRUNNABLE
+        elif p.paused:
             closed[pid] = PAUSED
         elif p.attempts >= b_att or p.tokens >= b_tok or p.dollars >= b_usd or p.wall_seconds >= b_wall:
             closed[pid] = OVER_BUDGET

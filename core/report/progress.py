@@ -14,6 +14,12 @@ def is_prepared(row: ProblemRow) -> bool:
     return bool(row.workloads) or row.attempts > 0 or row.status == "failed"
 
 
+def preparable(rows: Iterable[ProblemRow]) -> list[ProblemRow]:
+    """The problems a run prepares: all but those no workload of which can run on its machine ("unrunnable"), which
+    count neither as prepared nor in the pace."""
+    return [r for r in rows if r.status != "unrunnable"]
+
+
 def preparation_left_s(prepared: int, total: int, elapsed_s: float) -> float | None:
     """Seconds until every problem is prepared at the pace so far (which counts the preparations that run side by
     side); None before the first is done, or once all are."""
@@ -24,7 +30,7 @@ def preparation_left_s(prepared: int, total: int, elapsed_s: float) -> float | N
 
 def preparation_line(rows: Iterable[ProblemRow], elapsed_s: float) -> str:
     """E.g. "prepared 5/21 problems in 4 min 9 s; about 13 min left"; "" once every problem is prepared."""
-    rows = list(rows)
+    rows = preparable(rows)
     prepared = sum(is_prepared(r) for r in rows)
     if prepared >= len(rows):
         return ""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.errors import StoreRowError
 
 
 def device_word(device: str) -> str:
@@ -299,15 +302,34 @@ class MetricRow:
     active_problems: int
 
 
+
+def _row_of(table: str):
+    """Turn what a row's parse raises on bad content into a StoreRowError naming ``table`` and the row."""
+    def wrap(parse):
+        @functools.wraps(parse)
+        def parsed(r):
+            try:
+                return parse(r)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, StoreRowError):
+                    raise
+                row_id = r["id"] if "id" in r.keys() else "?"
+                raise StoreRowError(table, row_id, exc) from None
+        return parsed
+    return wrap
+
+
 def _loads(text: str | None, default: Any) -> Any:
     return json.loads(text) if text else default
 
 
+@_row_of("run")
 def run_from_row(r) -> RunInfo:
     return RunInfo(r["created_at"], _loads(r["config_json"], {}), tuple(_loads(r["problem_paths_json"], [])),
                    r["device"], tuple(_loads(r["gpus_json"], [])), r["gpu_name"], r["state"], r["ended_at"])
 
 
+@_row_of("problems")
 def problem_from_row(r) -> ProblemRow:
     workloads = tuple(WorkloadInfo(**w) for w in _loads(r["workloads_json"], []))
     frontier = tuple(frontier_member_from_dict(m) for m in _loads(r["frontier_json"], []))
@@ -328,11 +350,13 @@ def frontier_member_from_dict(data: dict[str, Any]) -> FrontierMember:
                           bool(data["full"]))
 
 
+@_row_of("agents")
 def agent_from_row(r) -> AgentRow:
     return AgentRow(r["id"], r["name"], r["kind"], r["model"], r["state"], r["problem_id"], bool(r["paused"]),
                     r["attempts"], r["failures_in_row"], r["tokens"], r["dollars"], r["updated_at"], r["profile"])
 
 
+@_row_of("attempts")
 def attempt_from_row(r) -> AttemptRow:
     workloads = _loads(r["workloads_json"], None)
     return AttemptRow(r["id"], r["problem_id"], r["agent_id"], r["parent_id"], r["state"], r["created_at"],
@@ -344,25 +368,30 @@ def attempt_from_row(r) -> AttemptRow:
                       r["profile"], r["gain"], r["node"], r["gpu"], r["device_model"], r["verified"])
 
 
+@_row_of("llm_calls")
 def llm_call_from_row(r) -> LlmCallRow:
     return LlmCallRow(r["id"], r["ts"], r["agent_id"], r["problem_id"],
                       LlmCall(r["outcome"], r["prompt_tokens"], r["completion_tokens"], bool(r["tokens_estimated"]),
                               r["dollars"], r["latency_s"], r["detail"]), r["profile"], r["model"])
 
 
+@_row_of("events")
 def event_from_row(r) -> EventRow:
     return EventRow(r["id"], r["ts"], r["kind"], r["agent_id"], r["problem_id"], r["message"])
 
 
+@_row_of("notes")
 def note_from_row(r) -> NoteRow:
     return NoteRow(r["id"], r["ts"], r["family"], r["agent_id"], r["problem_id"], r["text"], r["agent_name"] or "",
                    r["problem_key"] or "")
 
 
+@_row_of("controls")
 def control_from_row(r) -> ControlRow:
     return ControlRow(r["id"], r["ts"], r["command"], r["target"], r["value"], r["applied_at"], r["result"])
 
 
+@_row_of("metrics")
 def metric_from_row(r) -> MetricRow:
     return MetricRow(r["ts"], r["fleet_mean_sol"], r["geomean_speedup"], r["gpu_busy"], r["queue_wait_s"],
                      r["attempts"], r["tokens"], r["dollars"], r["active_problems"])

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from planner_testkit import Budgets, Cfg, activity, agent, apply, load, make_input, placement, problem
 
-from core.planner import REBALANCE_MARGIN, Plan, RunTotals, closure_status, plan
+from core.planner import REBALANCE_MARGIN, UNRUNNABLE, Plan, RunTotals, closure_status, plan
 
 
 def by_agent(p: Plan) -> dict:
@@ -398,3 +398,14 @@ def test_what_one_model_profile_exhausted_stays_open_to_another():
     done = make_input(problems, [cheap, strong], eligible={"llm/cheap": frozenset(), "llm/strong": frozenset()})
     reason = by_problem(plan(done))[1].reason
     assert "no llm/cheap or llm/strong agent has anything left to try" in reason, reason
+
+
+def test_an_unrunnable_problem_gets_no_agent_however_high_it_scores_and_keeps_its_status():
+    # p9 would score highest (priority 9, no SOL yet); no workload of it can run here.
+    problems = [problem(9, priority=9, best_sol=None, status=UNRUNNABLE), problem(1), problem(2)]
+    inp = make_input(problems, [agent(1, 9), agent(2), agent(3)])  # agent 1 left there by an older start
+    result = plan(inp)
+    counts = load(placement(inp, result))
+    assert 9 not in counts and set(counts) == {1, 2}
+    assert not any(c.problem_id == 9 for c in result.status_changes)
+    assert closure_status(problems[0], Cfg(), Budgets()) == UNRUNNABLE

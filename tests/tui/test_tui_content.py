@@ -196,3 +196,21 @@ async def test_the_detail_flags_speedups_against_a_t_b_taken_in_another_machine_
         assert f"speedups not comparable on workload 0: T_b taken in another machine state ({moved})" in summary
         await pilot.press("escape", "escape", "slash", *"gelu", "enter", "enter")
         assert "not comparable" not in str(app.screen.query_one("#summary").render())
+
+
+async def test_a_store_row_that_does_not_parse_leaves_the_last_view_and_says_why(make, run_dir):
+    import sqlite3
+
+    app = make()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_now()
+        before = app.snapshot
+        with sqlite3.connect(run_dir / "run.sqlite") as conn:
+            conn.execute("UPDATE problems SET frontier_json = '[{\"leads\": [0]}]' WHERE id = 2")
+        app._tick()  # a poll in its worker thread, as the timer does
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if app.status is not None:
+                break
+        assert "problems row 2 does not parse: KeyError: 'attempt_id'" in app.status.text
+        assert app.snapshot is before and app.screen.grid.row_count > 0

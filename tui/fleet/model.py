@@ -6,13 +6,14 @@ import math
 from collections.abc import Iterable
 
 from core.report.figures import busy_fraction, device_word, problem_figures
-from core.report.progress import duration, is_prepared, preparation_left_s
+from core.report.progress import duration, is_prepared, preparable, preparation_left_s
 from core.store.model import ProblemRow
 from tui.fleet.lifecycle import state_text
 from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
 from tui.snapshot import Snapshot
 
-DONE_STATUSES = ("done", "plateaued", "over budget", "failed")  # core.planner.model: no agent works on these
+# core.planner.model: no agent works on these
+DONE_STATUSES = ("done", "plateaued", "over budget", "failed", "unrunnable")
 SOL_EDGES = tuple(i / 10 for i in range(11))
 SPEEDUP_EDGES = (0.0, 0.5, 0.9, 1.1, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf)
 
@@ -36,10 +37,11 @@ def header_lines(s: Snapshot) -> list[str]:
     # From the problems as they are now (a metric sample may predate the latest best), as the report counts them.
     figures = problem_figures(s.problems)
     spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
-    prepared = sum(is_prepared(p) for p in s.problems)
-    if run is not None and run.state == "running" and prepared < len(s.problems):
-        left = preparation_left_s(prepared, len(s.problems), s.now - run.created_at)
-        progress = f"preparing {prepared}/{len(s.problems)}" + (f", ~{duration(left)} left" if left else "")
+    to_prepare = preparable(s.problems)
+    prepared = sum(is_prepared(p) for p in to_prepare)
+    if run is not None and run.state == "running" and prepared < len(to_prepare):
+        left = preparation_left_s(prepared, len(to_prepare), s.now - run.created_at)
+        progress = f"preparing {prepared}/{len(to_prepare)}" + (f", ~{duration(left)} left" if left else "")
     elif state == "running":
         progress = f"problems {active} active, {done_count(s.problems)} done / {len(s.problems)}"
     else:  # no agent works on a problem any more, whatever its status says

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from core.report.figures import busy_sample
+from core.report.figures import busy_sample, subset_figures
 from core.report.metrics import (FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows,
                                  report_to_dict, verified_label)
 from core.store import RunReader
@@ -249,6 +249,20 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
     return lines
 
 
+def subset_lines(problems: Sequence[ProblemSummary]) -> list[Para]:
+    """The bests' figures per subset, one line each, when the run has more than one subset."""
+    subsets = subset_figures(problems)
+    if len(subsets) < 2:
+        return []
+    width = max(len(name) for name in subsets)
+    lines = [Para("By subset, best (problems with a result, geomean speedup, beating T_b, median SOL):", 2)]
+    for name, f in subsets.items():
+        lines.append(Para(f"  {name:<{width}}  {glued(f'{f.with_result}/{f.problems}')}  "
+                          f"{glued(fmt_x(f.geomean_speedup))}  {glued(f'{f.beating_baseline}/{f.problems} beat T_b')}  "
+                          f"{glued('SOL ' + fmt_sol(f.median_sol))}", 4))
+    return lines
+
+
 def not_evaluated_lines(not_evaluated: dict[str, list[tuple[int, str]]]) -> list[Para]:
     """The workloads left out of each problem's figures, one line per problem."""
     return _workloads_by_problem("Not evaluated (each problem's speedup and SOL are over its other workloads):",
@@ -287,7 +301,7 @@ def print_report(out: Console, report: RunReport) -> None:
     for line in problem_lines(report.problems, out.width):
         out.print(line, soft_wrap=True)
     for para in (summary_lines(report.before, report.after, report.metrics, report.device_word)
-                 + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)
+                 + subset_lines(report.problems) + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)
                  + state_moved_lines(report.state_moved)):
         for line in para.wrapped(out.width):
             out.print(line, markup=False, soft_wrap=True)

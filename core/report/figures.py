@@ -31,7 +31,8 @@ from core.roofline.sol import geomean
 from core.store.model import MetricRow, RunInfo
 
 __all__ = ["FleetFigures", "beating_baseline", "busy_fraction", "busy_sample", "counted_sol", "counted_speedup",
-           "device_word", "fleet_figures", "fleet_geomean_speedup", "fleet_mean_sol", "fleet_median_sol", "problem_figures"]
+           "device_word", "fleet_figures", "fleet_geomean_speedup", "fleet_mean_sol", "fleet_median_sol", "problem_figures",
+           "subset_figures"]
 
 
 class HasFigures(Protocol):
@@ -116,6 +117,15 @@ def fleet_figures(pairs: Iterable[tuple[float | None, float | None]]) -> FleetFi
 def problem_figures(problems: Iterable[HasFigures], *, seed: bool = False) -> FleetFigures:
     """The fleet over problems (store rows or report summaries): of their bests, or with ``seed`` their seeds'."""
     return fleet_figures((p.seed_speedup, p.seed_sol) if seed else (p.best_speedup, p.best_sol) for p in problems)
+
+
+def subset_figures(problems: Iterable[HasFigures]) -> dict[str, FleetFigures]:
+    """The fleet's figures of each subset (L1, L2, FlashInfer-Bench, Quant...), by the module's rule, in subset
+    order: as a leaderboard groups them. ``problems`` must have a ``subset``."""
+    by_subset: dict[str, list[HasFigures]] = {}
+    for p in problems:
+        by_subset.setdefault(p.subset, []).append(p)  # type: ignore[attr-defined]
+    return {subset: problem_figures(rows) for subset, rows in sorted(by_subset.items())}
 
 
 def busy_sample(metrics: Sequence[MetricRow]) -> MetricRow | None:

@@ -10,7 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from core.report.figures import counted_sol, counted_speedup, device_word, fleet_figures, problem_figures
+from core.report.figures import (counted_sol, counted_speedup, device_word, fleet_figures, problem_figures,
+                                  subset_figures)
 from core.roofline.sol import is_better
 from core.store.model import AgentRow, AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
@@ -225,6 +226,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "before": asdict(report.before),
         "after": asdict(report.after),
         "problems": [asdict(p) for p in report.problems],
+        "subsets": {subset: asdict(figures) for subset, figures in subset_figures(report.problems).items()},
         "devices": [asdict(d) for d in report.devices],
         "not_evaluated": {key: [{"workload": i, "reason": why} for i, why in skipped]
                           for key, skipped in report.not_evaluated.items()},

@@ -145,8 +145,8 @@ def materialize(content: ProblemContent, root: Path) -> tuple[Path, Path]:
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{content.key[:16]}-", dir=root))
     try:
-        _write_all(content.files, staging / "problem" / content.subset / content.folder_name, content.source)
-        _write_all(content.blobs, staging / "blobs", content.source)
+        write_files(content.files, staging / "problem" / content.subset / content.folder_name, content.source)
+        write_files(content.blobs, staging / "blobs", content.source)
         (staging / _MANIFEST).write_text(json.dumps({"source": content.source, "key": content.key}))
         try:
             os.rename(staging, base)
@@ -158,7 +158,7 @@ def materialize(content: ProblemContent, root: Path) -> tuple[Path, Path]:
     return problem_dir, blob_dir
 
 
-def _write_all(files: dict[str, bytes], into: Path, source: str) -> None:
+def write_files(files: dict[str, bytes], into: Path, source: str) -> None:
     into.mkdir(parents=True, exist_ok=True)
     for named, data in files.items():
         target = into / _safe_relative(named, source)

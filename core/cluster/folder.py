@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.cluster.content import _safe_relative
+from core.cluster.content import write_files
 from core.cluster.errors import ContentError
 
 MAX_FOLDER_BYTES = 64 << 20
@@ -32,11 +32,8 @@ def pack_folder(folder: Path, max_bytes: int = MAX_FOLDER_BYTES) -> dict[str, by
 
 
 def unpack_folder(files: Mapping[str, bytes], into: Path, source: str) -> None:
-    into.mkdir(parents=True, exist_ok=True)
-    for named, data in files.items():
-        target = into / _safe_relative(named, source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    """``files`` written under ``into``; a name that would leave it is a ContentError naming ``source``."""
+    write_files(dict(files), into, source)
 
 
 def pack_scratch(scratch: Path, max_bytes: int = MAX_SCRATCH_BYTES) -> tuple[dict[str, bytes], list[str]]:

@@ -47,7 +47,9 @@ def test_later_workloads_are_eager_once_the_problems_compile_budget_is_spent(tmp
     problem = five_workload_problem(tmp_path)
 
     async def scenario():
-        async with EvaluationPool("cpu", spare=False, workload_timeout_s=60) as pool:
+        # No machine check: on a loaded machine the CPU probe moves, and a T_b measured once more would spend the
+        # compile budget a second time.
+        async with EvaluationPool("cpu", spare=False, workload_timeout_s=60, machine_check=False) as pool:
             await pool.wait_ready()
             return await pool.baseline(problem, timing=QUICK, compile_timeout_s=4.0)
 

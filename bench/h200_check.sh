@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|default|upstream|evalcli|evalbench|seeds|fleet|llm|team [problem paths...]
+#   bench/h200_check.sh tests|refs|readme|default|upstream|evalcli|evalbench|seeds|fleet|llm|team|scale [paths...]
 # Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
 # its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
@@ -157,5 +157,14 @@ EOF
     timeout "${LIMIT:-480}" python3 bench/team_bench.py --out "$OUT/team" --timeout "$(( ${LIMIT:-480} - 120 ))" \
       > "$OUT/team.txt" 2>&1
     tail -60 "$OUT/team.txt" ;;
+  scale)
+    # SOL-ExecBench's problems (default: all 235) with 8 LLM agents handing in each problem's reference, run as a
+    # user runs them with --wall-s WALL (default 300): the figures of issue 36 (bench/scale_235.md). CACHE_IN=FILE
+    # imports a measurements file first (the warm-cache run); the caches are exported to $OUT/measurements.kfm.
+    wheels
+    [ $# -gt 0 ] || set -- "$KERNELFLEET_SOL_EXECBENCH/benchmark"
+    timeout -k 30 -s INT "${LIMIT:-480}" python3 bench/scale_235.py "$1" --out "$OUT/scale" --wall-s "${WALL:-300}" \
+      ${CACHE_IN:+--cache-in "$CACHE_IN"} --cache-out "$OUT/measurements.kfm" > "$OUT/scale.txt" 2>&1
+    tail -25 "$OUT/scale.txt" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

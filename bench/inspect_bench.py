@@ -22,7 +22,7 @@ import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-for helpers in ("tests/llm", "tests/inspect"):
+for helpers in ("tests/support", "tests/inspect"):
     sys.path.insert(0, str(ROOT / helpers))
 
 from inspect_helpers import RMSNORM, planted_source  # noqa: E402

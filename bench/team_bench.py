@@ -27,7 +27,7 @@ import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "llm"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from llm_scripted_server import ScriptedServer, Step, call, text, tools  # noqa: E402
 

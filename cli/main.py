@@ -14,7 +14,8 @@ from core.errors import StoreRowError
 # the whole list is wanted (--help, an unknown command): the modules' imports add up to 0.2 s, and `kernelfleet
 # eval` needs its own alone.
 COMMANDS = {"problems": "cli.problems_cmd", "eval": "cli.eval_cmd", "run": "cli.run_cmd",
-            "report": "cli.report_cmd", "export": "cli.export_cmd", "watch": "cli.watch_cmd", "docs": "cli.docs_cmd"}
+            "report": "cli.report_cmd", "export": "cli.export_cmd", "watch": "cli.watch_cmd", "docs": "cli.docs_cmd",
+            "cache": "cli.cache_cmd", "verify": "cli.verify_cmd"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -19,8 +19,10 @@ from rich.text import Text
 
 from core.report.figures import busy_sample, subset_figures
 from core.report.metrics import (FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows,
-                                 report_to_dict, verified_label)
+                                 held_by_line, kernel_time_line, report_to_dict, verified_label)
+from core.report.verification import not_yet_verified, not_yet_verified_line
 from core.store import RunReader
+from core.store.lock import holder
 from core.store.model import MetricRow
 
 
@@ -246,6 +248,7 @@ def summary_lines(before: FleetSummary, after: FleetSummary, metrics: Sequence[M
         # The pool's own account, over the last start of the run (a resume starts a new pool).
         wait = f", mean queue wait {glued(f'{last.queue_wait_s:.1f} s')}" if last.queue_wait_s is not None else ""
         lines.append(Para(f"  {device} busy while work waited: {last.gpu_busy:.0%}{wait} (since the last start)"))
+        lines += [Para(f"  {line}") for line in (kernel_time_line(last, device), held_by_line(last, device)) if line]
     return lines
 
 
@@ -331,6 +334,11 @@ def run_report(args: argparse.Namespace) -> int:
         print(json.dumps(report_to_dict(report), indent=2))
     else:
         print_report(_out(), report)
+        left = not_yet_verified(report.problems)
+        if left and holder(args.run_dir) is None:  # a live run re-verifies its bests as it goes
+            out = _out()
+            for line in Para(not_yet_verified_line(len(left), args.run_dir), 2).wrapped(out.width):
+                out.print(line, markup=False, soft_wrap=True)
     if page is not None:
         (err if args.json else _out()).print(f"wrote {args.html}", markup=False, soft_wrap=True)
     return 0

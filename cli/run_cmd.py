@@ -91,7 +91,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     try:
         state = anyio.run(_run_with_signals, fleet, notes) if args.headless else _run_with_ui(fleet, run_dir, notes)
     except BaseException as exc:  # noqa: BLE001 - a run that cannot start or go on is one line; anything else raises
-        reason = _one_line_error(exc)
+        reason = one_line_error(exc)
         if reason is None:
             raise
         print(f"error: {reason}", file=err, flush=True)
@@ -146,7 +146,7 @@ def _stored_cluster(run_dir: Path) -> ClusterConfig:
         return ClusterConfig()
 
 
-def _one_line_error(exc: BaseException) -> BaseException | None:
+def one_line_error(exc: BaseException) -> BaseException | None:
     """The error behind ``exc`` that says in one line why the run cannot start or go on (a FleetError, a host
     backend's devices out of reach, a stored config or a store row that does not parse), alone or inside an
     exception group; None for any other failure."""
@@ -154,7 +154,7 @@ def _one_line_error(exc: BaseException) -> BaseException | None:
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _one_line_error(inner)
+            found = one_line_error(inner)
             if found is not None:
                 return found
     return None
@@ -191,7 +191,8 @@ async def _watch_signals(fleet: Fleet, signals) -> None:
         # The run is stopping already: this cancels what the stop still does (the re-verification of bests); the
         # store is closed as after one signal.
         print(f"{name} again: stopping now, skipping the rest of the stop (bests not re-verified yet are "
-              f"re-verified at the end of a --resume); a third exits at once", file=sys.stderr, flush=True)
+              f"re-verified by `kernelfleet verify` or at the end of a --resume); a third exits at once",
+              file=sys.stderr, flush=True)
         fleet.request_stop(f"{name} received again")
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _stop_now)

@@ -32,7 +32,7 @@ from tui.diff.screen import DiffScreen
 from tui.fleet.histogram import HistogramScreen
 from tui.logs.screen import LOG_LINES, LogsScreen
 from tui.problems.footer import KeyFooter, StatusMessage, with_key_footer
-from tui.problems.model import grid_rows
+from tui.problems.model import GridRows, GridView
 from tui.problems.screen import ProblemsScreen
 from tui.snapshot import Clock, Delta, Poller, Snapshot
 
@@ -55,6 +55,9 @@ PALETTE = (
     ("Best problem", "b: the cursor to the problem with the highest speedup", "jump('best')"),
     ("Worst problem", "w: the cursor to the problem with the lowest speedup", "jump('worst')"),
     ("Filter", "/: filter the grid on key or status", "filter"),
+    ("Status filter", "f: cycle the grid's status filter (open, active, ..., unrunnable)", "status_filter"),
+    ("Subset filter", "u: cycle the grid's subset filter", "subset_filter"),
+    ("Beats T_b filter", "x: only the problems whose best beats T_b, or all", "beats_filter"),
     ("Diffs", "d: the problem's attempts as diffs", "diff"),
     ("Next attempt", "n: the next attempt's diff", "step(1)"),
     ("Previous attempt", "p: the previous attempt's diff", "step(-1)"),
@@ -97,6 +100,8 @@ class WatchApp(App):
         self.poll_s = poll_s
         self.poller = Poller(self.reader, self.run_dir.resolve().name, clock, event_limit=LOG_LINES)
         snapshot, delta = self.poller.poll()
+        self.grid_model = GridRows()  # the grid's rows, formatted again only where a problem changed
+        self.grid_model.read_reasons(snapshot, delta.events, self.reader)
         self.snapshot: Snapshot = snapshot
         self.events: deque = deque(delta.events, maxlen=LOG_LINES)
         self.activity = Activity()  # what each agent does now, for the grid's activity panel
@@ -107,8 +112,7 @@ class WatchApp(App):
         self.sent: list[int] = []  # control ids this watcher wrote
         self.polls = 0
         self._polling = False
-        self.grid_view: tuple[int, str] = (0, "")  # the grid's (sort, filter): rows the poll thread prepares
-        self._grid: tuple[Snapshot, tuple[int, str], list] | None = None
+        self.grid_view = GridView()  # the grid's sort and filters: the poll thread prepares its rows
         self._outbox: queue.Queue[Control | None] = queue.Queue()  # controls for the sender thread, in order
         self._sender: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -122,14 +126,9 @@ class WatchApp(App):
         poller's thread does not hold it up: WAL readers do not wait on each other or on the writer)."""
         return query(self.ui_reader)
 
-    def grid_rows(self, snapshot: Snapshot, sort: int, filter_text: str) -> list:
+    def grid_rows(self, snapshot: Snapshot, view: GridView) -> list:
         """The grid's rows for ``snapshot``: the ones the poll thread prepared when they fit, else computed."""
-        cached = self._grid
-        if cached is not None and cached[0] is snapshot and cached[1] == (sort, filter_text):
-            return cached[2]
-        rows = grid_rows(snapshot, sort, filter_text)
-        self._grid = (snapshot, (sort, filter_text), rows)
-        return rows
+        return self.grid_model.rows(snapshot, view)
 
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -160,13 +159,13 @@ class WatchApp(App):
         try:
             with self.lock:
                 snapshot, delta = self.poller.poll()
+                self.grid_model.read_reasons(snapshot, delta.events, self.reader)
         except (sqlite3.Error, StoreRowError) as exc:  # the screen stays, with the last good view and the reason
             self.call_from_thread(self._poll_failed, exc)
             return
         # The grid's sorting, filtering and formatting happen here too: the main thread only updates widgets.
-        view = self.grid_view
-        prepared = (snapshot, view, grid_rows(snapshot, *view))
-        self.call_from_thread(self.apply, snapshot, delta, prepared)
+        self.grid_model.rows(snapshot, self.grid_view)
+        self.call_from_thread(self.apply, snapshot, delta)
 
     def _poll_failed(self, exc: Exception) -> None:
         self._polling = False
@@ -176,12 +175,11 @@ class WatchApp(App):
         """Poll on this thread and apply the result (tests, and right after sending a control)."""
         with self.lock:
             snapshot, delta = self.poller.poll()
+            self.grid_model.read_reasons(snapshot, delta.events, self.reader)
         self.apply(snapshot, delta)
 
-    def apply(self, snapshot: Snapshot, delta: Delta, prepared: tuple | None = None) -> None:
+    def apply(self, snapshot: Snapshot, delta: Delta) -> None:
         self._polling = False
-        if prepared is not None:
-            self._grid = prepared
         self.polls += 1
         self.snapshot = snapshot
         self.events.extend(delta.events)

@@ -17,12 +17,12 @@ Keys (no mouse needed; ctrl+p opens the command palette)
   a          pause / resume the agent working on the selected problem
   +  -       raise / lower the problem's priority
   P          pin / unpin the problem (a * after its status)
-  s          cycle the grid's sort column
+  s          cycle the grid's sort column (or click a column's header)
   b  w       to the best / worst problem (highest / lowest speedup)
-  /          filter the grid on key or status (escape clears)
+  /          filter the grid on key or status (escape clears every filter)
+  f  u  x    cycle the status / subset filter / only the bests beating T_b
   d          diffs of the problem's attempts (from the detail)
-  n  p       next / previous attempt in the diff viewer
-  t          side by side / unified diff
+  n  p  t    next / previous attempt, side by side / unified (diff viewer)
   A          agents view (a / space: pause or resume the selected agent)
   l          fleet log     h  score histogram
   S          stop the run (asks first)

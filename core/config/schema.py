@@ -119,6 +119,9 @@ class GpuConfig:
     # Keep a warm spare candidate process per GPU, so a crashed candidate is replaced at once.
     spare: bool = setting(True)
     workload_timeout_s: float = setting(120.0, gt=0)
+    # The share of each GPU's memory the evaluation's processes may reserve in all (candidate jobs, judges, T_b
+    # measured side by side): work that would go past it waits for memory to free (core.evaluate.memory_budget).
+    memory_budget: float = setting(0.9, min=0.1, max=1)
 
 
 @dataclass(frozen=True)

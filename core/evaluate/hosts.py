@@ -26,6 +26,7 @@ class HostOptions:
     device_model: str | None = None
     spare: bool = True
     workload_timeout_s: float = 120.0
+    memory_budget: float = 0.9  # [gpus] memory_budget (core.evaluate.memory_budget)
     readable: tuple[str, ...] = ()  # folders candidates may read (problems, blobs)
     address: str = ""  # the cluster's ([cluster] ray_address); empty on one host
     builds: Any = None  # the run's BuildService, shared with its agents

@@ -121,16 +121,20 @@ class LocalEvaluator:
 
 
 async def sol_for(problem: Problem, indices: list[int], device: str, device_model: str) -> SolModel:
-    """``core.roofline.problem_sol.speed_of_light`` in a thread, one count at a time in this process."""
-    from core.roofline.problem_sol import speed_of_light
+    """``core.roofline.problem_sol.speed_of_light`` in a thread, from the T_sol cache (``core.roofline.sol_cache``)
+    or counted, one count at a time in this process (a cached one waits for no count)."""
+    from core.roofline.sol_cache import cached_sol, counted_sol
 
+    gpu_name = "" if device_model == "cpu" else device_model
+    found = await anyio.to_thread.run_sync(cached_sol, problem, indices, device, gpu_name)
+    if found is not None:
+        return found
     async with _TRACING:
-        return await anyio.to_thread.run_sync(speed_of_light, problem, indices, device,
-                                              "" if device_model == "cpu" else device_model)
+        return await anyio.to_thread.run_sync(counted_sol, problem, indices, device, gpu_name)
 
 
 def from_options(options) -> LocalEvaluator:
     """The ``local`` host backend (``core.evaluate.hosts``): this machine's GPUs, or its CPU."""
     return LocalEvaluator(options.device, list(options.gpus), builds=options.builds, device_model=options.device_model,
                           spare=options.spare, workload_timeout_s=options.workload_timeout_s,
-                          readable=list(options.readable))
+                          memory_budget=options.memory_budget, readable=list(options.readable))

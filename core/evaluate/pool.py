@@ -9,9 +9,11 @@ whole process group and replaced by the spare.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,6 +28,10 @@ from core.build.process import ProcessOutcome, run_in_process_group
 from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
+from core.evaluate.kernel_time import KernelTimeSampler
+from core.evaluate.memory_budget import (ALONE, DEFAULT_BUDGET, MemoryAsk, MemoryLedger, OnDemand, OomRetry,
+                                         baseline_bytes, capacity_bytes, hold_device, job_memory, wait_alone)
+from core.evaluate.memory_cap import device_total_bytes, is_out_of_memory, worker_environment
 from core.evaluate.messages import (Baseline, BaselineAbandoned, BaselineForget, BaselineInputs, BaselineLookup,
                                     BaselineMiss, BaselinePrepare, BaselineReady, BaselineTime,
                                     Check, Checked, Failed, Load, MachineProbe, MachineProbed, Ran, Reference,
@@ -80,8 +86,13 @@ class _Baseliner:
 
 class _DeviceSlot:
     def __init__(self, index: int, device: str, gpu: int | None, scratch_root: Path, spare: bool,
-                 timing_cores: frozenset[int] | None = None, keep: Sequence[Path] = (), baseliners: int = 1):
+                 timing_cores: frozenset[int] | None = None, keep: Sequence[Path] = (), baseliners: int = 1,
+                 memory_fraction: float | None = None, memory: MemoryLedger | None = None):
         self.index, self.device, self.gpu, self.scratch_root, self.want_spare = index, device, gpu, scratch_root, spare
+        # Each worker's cap on the device's memory, and the ledger of what work holding it reserved
+        # (core.evaluate.memory_budget); None: no cap, no ledger. ``held_memory``: the holder's reservation.
+        self.memory_fraction, self.memory = memory_fraction, memory
+        self.held_memory = None
         self.timing_cores = timing_cores  # the candidate processes' own cores (core.evaluate.cores), or None
         self.keep = tuple(keep)
         # Where this device's candidates write their outputs for the judge: the only folders they can write besides
@@ -102,10 +113,10 @@ class _DeviceSlot:
 
     def _start(self, role: str) -> WorkerProcess:
         if role != "candidate":
-            return WorkerProcess(role, self.device, self.gpu, self.scratch_root)
+            return WorkerProcess(role, self.device, self.gpu, self.scratch_root, memory_fraction=self.memory_fraction)
         writable = [p for p in (self.exchange_disk, self.exchange_memory) if p is not None]
         return WorkerProcess(role, self.device, self.gpu, self.scratch_root, self.timing_cores, writable=writable,
-                             keep=self.keep)
+                             keep=self.keep, memory_fraction=self.memory_fraction)
 
     def replace_candidate(self) -> None:
         self.candidate.close()
@@ -141,12 +152,16 @@ class EvaluationPool:
     def __init__(self, device: str = "cuda", gpus: Sequence[int] | None = None, *, spare: bool = True,
                  workload_timeout_s: float = 120.0, load_timeout_s: float = 120.0, keep_timing_cores: bool = True,
                  readable: Sequence[str | Path] = (), baseliners_per_device: int | None = None,
-                 machine_check: bool = True):
+                 machine_check: bool = True, memory_budget: float = DEFAULT_BUDGET,
+                 oom_retry: OomRetry = OomRetry()):
         """``readable``: folders the candidates must read besides the Python installation and the project (the
         problems, the blobs), where the confinement hides the home folders. ``baseliners_per_device``: how many
         T_b measurements each device makes side by side (None: ``baseliners_for``). ``machine_check``: probe the
         machine's state before the first T_b and keep it beside each (``core.evaluate.baseline.machine``); off,
-        T_b are cached and reused whatever the state."""
+        T_b are cached and reused whatever the state. ``memory_budget``: the share of each device's memory the
+        pool's work may reserve in all (``core.evaluate.memory_budget``); ``oom_retry``: how an out-of-memory of
+        its own processes is tried again."""
+        self.oom_retry = oom_retry
         self.device = device
         self.workload_timeout_s = workload_timeout_s
         self.load_timeout_s = load_timeout_s
@@ -163,13 +178,16 @@ class EvaluationPool:
             if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         per_device = baseliners_per_device or baseliners_for(device, len(ids), shared)
         self._slots = [_DeviceSlot(i, device, gpu, self._root, spare,
-                                   self.core_plan.timing[i] if self.core_plan else None, keep, per_device)
+                                   self.core_plan.timing[i] if self.core_plan else None, keep, per_device,
+                                   *_device_memory(device, gpu, memory_budget, 2 + spare + per_device))
                        for i, gpu in enumerate(ids)]
         self.baselines_at_once = per_device * len(self._slots)
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
         self.machine_check = machine_check
+        self._kernel_time = KernelTimeSampler.start(self.usage, device,
+                                                    [physical_gpu(g) for g in ids if g is not None])
 
     async def __aenter__(self) -> EvaluationPool:
         return self
@@ -178,6 +196,9 @@ class EvaluationPool:
         self.close()
 
     def close(self) -> None:
+        if self._kernel_time is not None:
+            self._kernel_time.stop()
+            self._kernel_time = None
         for slot in self._slots:
             slot.ask_exit()  # every worker of every device first, then the waits together
         deadline = time.monotonic() + 5.0
@@ -200,12 +221,14 @@ class EvaluationPool:
 
     async def submit_placed(self, job: EvalJob, priority: int = 0) -> tuple[Verdict, int | None]:
         """The verdict and the GPU index it was evaluated on (None on the CPU)."""
-        async with self._holding(priority) as (slot, waited):
+        async with self._holding(priority, memory=job_memory(job.problem, job.workloads, job.rounds)) \
+                as (slot, waited):
             self.usage.queue_wait_s += waited
             try:
                 return await self._evaluate(slot, job, priority), slot.gpu
             finally:
                 self.usage.jobs += 1
+                self.usage.job_ended(slot.index)
 
     async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
                            priority: int = 0, *, problem: Problem | None = None,
@@ -214,9 +237,11 @@ class EvaluationPool:
         it writes only ``scratch``, sees no secret, and dies with its process group at ``timeout_s``. The device
         is held throughout, so no candidate is timed beside it, and the time counts as busy device time. The
         problem's folder (``problem``) is read where it is, here."""
-        async with self._holding(priority) as (slot, waited):
+        async with self._holding(priority, held_for="instrument", memory=job_memory(problem, None, 1)) \
+                as (slot, waited):
             self.usage.queue_wait_s += waited
             environment = sandbox.scrubbed_environment(os.environ, str(scratch))
+            environment.update(worker_environment(slot.memory_fraction))
             environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox.PROJECT_ROOT),
                                                                       environment.get("PYTHONPATH", "")]))
             environment["CUDA_VISIBLE_DEVICES"] = physical_gpu(slot.gpu) if slot.gpu is not None else ""
@@ -225,21 +250,32 @@ class EvaluationPool:
             return await run_in_process_group(argv, cwd=scratch, env=environment, timeout_s=timeout_s)
 
     @asynccontextmanager
-    async def _holding(self, priority: int, wanted: _DeviceSlot | None = None, *, may_borrow: bool = False):
+    async def _holding(self, priority: int, wanted: _DeviceSlot | None = None, *, may_borrow: bool = False,
+                       held_for: str = "", memory: MemoryAsk | None = None):
         """A device for GPU work: ``wanted``'s, else the first to come free (``may_borrow``: or lent by a candidate
         job between its workloads). Yields ``(slot, seconds waited)``; the time held counts as busy in the busy
-        fraction (less what was lent: the borrower counts it), the time waiting as wanted."""
+        fraction (less what was lent: the borrower counts it), the time waiting as wanted. ``held_for``: what the
+        hold is for (``core.evaluate.usage.HELD_PHASES``); a candidate job's parts count apart. ``memory``: the
+        room on the device it reserves meanwhile (``core.evaluate.memory_budget.hold_device``)."""
         asked = time.monotonic()
         self.usage.demand_changed(+1, asked)
         try:
-            index = await self._gates.acquire(priority, None if wanted is None else wanted.index,
-                                              may_borrow=may_borrow)
+            index, reserved = await hold_device(self._gates, [s.memory for s in self._slots], memory, priority,
+                                                None if wanted is None else wanted.index, may_borrow=may_borrow)
+            if reserved is not None:
+                self._slots[index].held_memory = reserved
             began, lent_before = time.monotonic(), self._slots[index].lent_s
             try:
                 yield self._slots[index], began - asked
             finally:
                 self._gates.release(index)
-                self.usage.busy_s += time.monotonic() - began - (self._slots[index].lent_s - lent_before)
+                if reserved is not None:
+                    self._slots[index].held_memory = None
+                    self._slots[index].memory.release(reserved)
+                held = time.monotonic() - began - (self._slots[index].lent_s - lent_before)
+                self.usage.busy_s += held
+                if held_for:
+                    self.usage.held_for(held_for, held)
         finally:
             self.usage.demand_changed(-1, time.monotonic())
 
@@ -296,12 +332,22 @@ class EvaluationPool:
                                       machine_now=machine_now)
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
+            share = baseline_bytes(read, written, tb.DEFAULT_INPUT_SETS)
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
-                async with helper.lock:
-                    reply = await self._baseline_apart(slot, helper, request, timeout_s, priority)
+                async with helper.lock, OnDemand(slot.memory, share) as memory:
+                    reply = await self._baseline_apart(slot, helper, request, timeout_s, priority, memory)
             else:
-                reply = await self._baseline_in_judge(slot, request, timeout_s, priority)
+                reply = await self._baseline_in_judge(slot, request, timeout_s, priority, MemoryAsk(share))
             result = tb.from_reply(problem, index, reply)
+            for attempt, wait_s in enumerate(self.oom_retry.waits_s):
+                if not _baseline_out_of_memory(result):
+                    break
+                log.warning("T_b of %s workload %d ran out of device memory (%s); measured again in %g s, in the "
+                            "judge with the device's memory to itself (try %d of %d)", problem.name, index,
+                            result.error or result.compile_reason, wait_s, attempt + 1, self.oom_retry.tries)
+                await anyio.sleep(wait_s)
+                result = tb.from_reply(problem, index,
+                                       await self._baseline_in_judge(slot, request, timeout_s, priority, ALONE))
             compiling.spend(result, lost=bool(lost_compiles))
             return result
 
@@ -329,7 +375,8 @@ class EvaluationPool:
                 return
             slot.machine_now = {}
             try:
-                async with helper.lock, self._holding(priority, slot, may_borrow=True) as (_, waited):
+                async with helper.lock, self._holding(priority, slot, may_borrow=True,
+                                                      held_for="baseline") as (_, waited):
                     self.usage.own_gpu_wait_s += waited
                     reply = await helper.worker().request(MachineProbe(), self.load_timeout_s)
             except WorkerGone:
@@ -338,11 +385,12 @@ class EvaluationPool:
             slot.machine_now = (reply.machine if isinstance(reply, MachineProbed) else None) or {}
 
     async def _baseline_apart(self, slot: _DeviceSlot, helper: _Baseliner, request, compile_timeout_s: float,
-                              priority: int) -> Any:
+                              priority: int, memory: OnDemand) -> Any:
         """T_b from the slot's baseline process: a cache lookup, then, on a miss, three requests: the inputs and
         the eager reference's first run holding the device (GPU work that would disturb a candidate timed
         meanwhile), torch.compile without it (CPU work, apart from its warm-up calls), the timing holding it
-        again. A baseline waits for this slot's device: its process and data live there."""
+        again. A baseline waits for this slot's device: its process and data live there. ``memory``: its share of
+        the device's memory, taken before the inputs are made, and held until the caller releases it."""
         from core.evaluate import baseline as tb
 
         compile_failure = ""
@@ -354,7 +402,8 @@ class EvaluationPool:
                     cached = await worker.request(as_kind(message, BaselineLookup), self.load_timeout_s)
                     if not isinstance(cached, BaselineMiss):
                         return cached
-                async with self._holding(priority, slot, may_borrow=True) as (_, waited):
+                await memory.take()
+                async with self._holding(priority, slot, may_borrow=True, held_for="baseline") as (_, waited):
                     self.usage.own_gpu_wait_s += waited
                     made = await worker.request(as_kind(message, BaselineInputs),
                                                 tb.reply_timeout_s(0.0, self.workload_timeout_s))
@@ -381,7 +430,7 @@ class EvaluationPool:
             if not isinstance(ready, BaselineReady):
                 return ready
             try:
-                async with self._holding(priority, slot, may_borrow=True) as (_, waited):
+                async with self._holding(priority, slot, may_borrow=True, held_for="baseline") as (_, waited):
                     self.usage.own_gpu_wait_s += waited
                     reply = await worker.request(BaselineTime(), 2 * self.workload_timeout_s + 30.0)
             except WorkerGone as gone:
@@ -391,11 +440,11 @@ class EvaluationPool:
             return reply
 
     async def _baseline_in_judge(self, slot: _DeviceSlot, request, compile_timeout_s: float,
-                                 priority: int) -> Any:
+                                 priority: int, memory: MemoryAsk) -> Any:
         from core.evaluate import baseline as tb
 
         compile_failure = ""
-        await self._gates.acquire(priority, wanted=slot.index)
+        _, reserved = await hold_device(self._gates, [s.memory for s in self._slots], memory, priority, slot.index)
         held = time.monotonic()
         try:
             while True:
@@ -414,6 +463,8 @@ class EvaluationPool:
                 return reply
         finally:
             self._gates.release(slot.index)
+            if reserved is not None:
+                slot.memory.release(reserved)
             self.usage.judge_held_s += time.monotonic() - held
 
     async def _evaluate(self, slot: _DeviceSlot, job: EvalJob, priority: int = 0) -> Verdict:
@@ -444,7 +495,7 @@ class EvaluationPool:
                 return _failed_verdict(index, loaded)
             return None
 
-        failed = await load(indices[0] if indices else 0)
+        failed = await self._held_in(slot, "load", load(indices[0] if indices else 0))
         if failed is not None:
             return finish([failed])
         loaded_in = slot.candidate
@@ -460,7 +511,7 @@ class EvaluationPool:
                 results[index] = WorkloadVerdict(index, Status.UNAVAILABLE, workload.unavailable)
                 continue
             if slot.candidate is not loaded_in:  # replaced after a REWARD_HACK: the next workload needs it loaded
-                failed = await load(index)
+                failed = await self._held_in(slot, "load", load(index))
                 if failed is not None:
                     results[index] = failed
                     break
@@ -484,6 +535,18 @@ class EvaluationPool:
         if waiting is not None:
             await settle(waiting)
         return finish([results[i] for i in indices if i in results])
+
+    def _spent(self, slot: _DeviceSlot, phase: str, began: float) -> None:
+        """The job holding ``slot`` spent the time since ``began`` in ``phase`` (``PoolUsage.held_in``)."""
+        self.usage.held_in(slot.index, phase, began, time.monotonic())
+
+    async def _held_in(self, slot: _DeviceSlot, phase: str, step):
+        """``await step``, its time spent in ``phase`` by the job holding ``slot``, however it ends."""
+        began = time.monotonic()
+        try:
+            return await step
+        finally:
+            self._spent(slot, phase, began)
 
     @staticmethod
     def _exchange_parent(slot: _DeviceSlot, job: EvalJob, indices: Sequence[int]) -> Path:
@@ -535,7 +598,8 @@ class EvaluationPool:
             phases: dict[str, float] = {}
             began = time.monotonic()
             judge = slot.judge
-            ref = await self._reference(slot, common, index, seeds, keep=None if previous is None else previous.index)
+            ref = await self._held_in(slot, "reference", self._reference(
+                slot, common, index, seeds, keep=None if previous is None else previous.index))
             if isinstance(ref, WorkloadVerdict):
                 return ref, False
             phases["reference"] = time.monotonic() - began
@@ -553,6 +617,7 @@ class EvaluationPool:
             async with anyio.create_task_group() as beside:
                 beside.start_soon(check_previous)
                 await candidate_rounds()
+            self._spent(slot, "run", began)
             if "gone" in rounds:
                 slot.replace_candidate()
                 return WorkloadVerdict(index, rounds["gone"].status, rounds["gone"].reason), True
@@ -569,7 +634,7 @@ class EvaluationPool:
                                     ("spot", Spot(index, str(exchange), secrets.randbits(63)))):
                     began = time.monotonic()
                     try:
-                        reply = await slot.candidate.request(message, self.workload_timeout_s)
+                        reply = await self._held_in(slot, op, slot.candidate.request(message, self.workload_timeout_s))
                     except WorkerGone as gone:
                         slot.replace_candidate()
                         return WorkloadVerdict(index, gone.status, gone.reason), True
@@ -586,9 +651,9 @@ class EvaluationPool:
             await check_previous()  # whatever became of this workload, the previous one gets its verdict
 
     async def _reference(self, slot: _DeviceSlot, common: dict[str, Any], index: int, seeds: list[int],
-                         keep: int | None = None) -> ReferenceMade | WorkloadVerdict:
+                         keep: int | None = None, attempt: int = 0) -> ReferenceMade | WorkloadVerdict:
         """The judge's reference outputs of ``index`` (it keeps those of ``keep`` too); a failure is the
-        workload's verdict."""
+        workload's verdict. Out of memory, it is made again when memory is free (``oom_retry``)."""
         try:
             ref = await slot.judge.request(Reference(**common, workload=index, seeds=seeds, keep_workload=keep),
                                            self.workload_timeout_s)
@@ -598,8 +663,32 @@ class EvaluationPool:
         if not isinstance(ref, ReferenceMade):
             if ref.fatal:
                 slot.replace_judge()
-            return WorkloadVerdict(index, Status.INVALID_REFERENCE, ref.reason)
+            if _our_out_of_memory(ref) and attempt < self.oom_retry.tries:
+                await self._room_after_our_oom(slot, attempt, f"the reference of workload {index}", ref.reason)
+                return await self._reference(slot, common, index, seeds, keep, attempt + 1)
+            return WorkloadVerdict(index, Status.INVALID_REFERENCE, ref.reason, code=ReasonCode.read(ref.code))
         return ref
+
+    async def _room_after_our_oom(self, slot: _DeviceSlot, attempt: int, what: str, reason: str) -> None:
+        """Before ``what`` is tried again after our judge ran out of device memory: wait, up to the retry's backoff,
+        for the device's other reservations to end (the job's then is the whole budget), lending the device
+        meanwhile to the T_b steps that hold them (they need it to finish), unless the candidate's rounds run beside
+        (a check of the workload before): nothing else may run on the device then."""
+        wait_s = self.oom_retry.waits_s[attempt]
+        log.warning("%s: the judge ran out of device memory (%s); tried again when memory is free, within %g s "
+                    "(try %d of %d)", what, reason[:300], wait_s, attempt + 1, self.oom_retry.tries)
+        if slot.memory is None or slot.held_memory is None:
+            await anyio.sleep(wait_s)
+            return
+
+        async def lend() -> None:
+            if slot.candidate.in_request:
+                return
+            lent = await self._gates.lend(slot.index, LEND_TO_ANY)
+            slot.lent_s += lent
+            self.usage.lent_s += lent
+
+        await wait_alone(slot.memory, slot.held_memory, lend, wait_s)
 
     async def _check_workload(self, slot: _DeviceSlot, job: EvalJob, unchecked: _Unchecked, seeds: list[int],
                               exchange: Path, common: dict[str, Any]) -> WorkloadVerdict:
@@ -612,10 +701,15 @@ class EvaluationPool:
                 if isinstance(ref, WorkloadVerdict):
                     return ref
             began = time.monotonic()
+            check = Check(**common, workload=index, files=unchecked.files, spot=unchecked.timed.spot,
+                          sample_seed=unchecked.timed.sample_seed)
             try:
-                checked = await slot.judge.request(
-                    Check(**common, workload=index, files=unchecked.files, spot=unchecked.timed.spot,
-                          sample_seed=unchecked.timed.sample_seed), self.workload_timeout_s)
+                checked = await self._held_in(slot, "check", slot.judge.request(check, self.workload_timeout_s))
+                for attempt in range(self.oom_retry.tries):
+                    if not _our_out_of_memory(checked):
+                        break
+                    await self._room_after_our_oom(slot, attempt, f"the check of workload {index}", checked.reason)
+                    checked = await self._held_in(slot, "check", slot.judge.request(check, self.workload_timeout_s))
             except WorkerGone as gone:
                 slot.replace_judge()
                 return WorkloadVerdict(index, Status.RUNTIME_ERROR, f"judge: {gone.reason}")
@@ -687,7 +781,12 @@ def _candidate_refused(slot: _DeviceSlot, index: int, reply: Any) -> tuple[Workl
 
 
 def _failed_verdict(index: int, reply: Failed) -> WorkloadVerdict:
-    return WorkloadVerdict(index, _status(reply.status), reply.reason, code=ReasonCode.read(reply.code))
+    """A candidate's process's failure. It may claim anything: a fault of ours (an invalid reference, a code that
+    ``ReasonCode.ours``) is never taken from it; whatever ran out of memory there is the candidate's
+    (core.evaluate.memory_budget)."""
+    status, code = _status(reply.status), ReasonCode.read(reply.code)
+    status = Status.RUNTIME_ERROR if status is Status.INVALID_REFERENCE else status
+    return WorkloadVerdict(index, status, reply.reason, code=ReasonCode.NONE if code.ours else code)
 
 
 def _exchange_bytes(job: EvalJob, index: int) -> int:
@@ -698,6 +797,31 @@ def _exchange_bytes(job: EvalJob, index: int) -> int:
 
     samples = (job.rounds + 1) * len(job.problem.definition.outputs) * (SPOT_SAMPLES * 8 + 4096)
     return analytic_io_bytes(job.problem, job.problem.workloads[index])[1] * job.rounds + samples
+
+
+def _device_memory(device: str, gpu: int | None, budget: float, processes: int
+                   ) -> tuple[float | None, MemoryLedger | None]:
+    """A device's cap for each of its ``processes`` workers (the budget's share of its memory) and the ledger of its
+    reservations; no ledger where the device's memory cannot be read, neither on the CPU."""
+    if not device.startswith("cuda") or gpu is None:
+        return None, None
+    total = device_total_bytes(physical_gpu(gpu))
+    if total is None:
+        log.warning("GPU %s: its memory could not be read (NVML, nvidia-smi): its workers are capped at %g of it, "
+                    "but work is admitted without a memory budget", gpu, budget)
+        return budget, None
+    return budget, MemoryLedger(capacity_bytes(total, budget, processes))
+
+
+def _our_out_of_memory(reply: Any) -> bool:
+    """A judge's reply saying it ran out of device memory itself (``ReasonCode.OUR_OUT_OF_MEMORY``)."""
+    return isinstance(reply, Failed) and ReasonCode.read(reply.code) is ReasonCode.OUR_OUT_OF_MEMORY
+
+
+def _baseline_out_of_memory(result) -> bool:
+    """Whether a T_b, or its compiled half, was lost to an out-of-memory of the process measuring it (ours: it runs
+    the reference, never candidate code)."""
+    return is_out_of_memory(result.error) or (result.ok and is_out_of_memory(result.compile_reason))
 
 
 def baseliners_for(device: str, devices: int, shared_cores: int) -> int:
@@ -721,6 +845,8 @@ def _lost_while_compiling(message: Any, process: str, gone: WorkerGone) -> str:
 
 
 MAX_BASELINERS = 4
+LEND_TO_ANY = -sys.maxsize  # a priority every borrower's is above
+log = logging.getLogger("kernelfleet.memory")
 
 # Above this, a workload's T_b is measured by the judge holding the device rather than by a third process beside a
 # running candidate (input and output bytes, times the input sets plus one).

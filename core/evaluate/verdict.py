@@ -31,6 +31,14 @@ class ReasonCode(str, Enum):
     IMPORT_TAMPERED = "import_tampered"  # importing the solution replaced what the harness relies on
     TIMED_OUTPUT_WRONG = "timed_output_wrong"  # a timed call's output failed its spot check
     UNDER_SPEED_OF_LIGHT = "under_speed_of_light"  # measured faster than physically possible
+    # The judge, not the candidate, ran out of device memory (core.evaluate.memory_budget draws the line): no verdict
+    # on the candidate.
+    OUR_OUT_OF_MEMORY = "our_out_of_memory"
+
+    @property
+    def ours(self) -> bool:
+        """A fault of the evaluation's own processes, which says nothing of the candidate."""
+        return self is ReasonCode.OUR_OUT_OF_MEMORY
 
     @property
     def solution_wide(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 from core.evaluate.messages import (BASELINE_REQUESTS, Answer, Check, Checked, Done, Exit, Failed, Load, Ready,
                                     Reference, ReferenceMade, Request, Ran, Run, Spot, Spotted, Time, Timed,
                                     decode_request, encode, encode_ready)
+from core.evaluate.memory_cap import cap_process, is_out_of_memory
 from core.evaluate.verdict import ReasonCode
 
 FATAL_CUDA_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
@@ -54,6 +55,7 @@ def main(argv: list[str]) -> int:
 
     if device.startswith("cuda"):
         torch.cuda.init()
+        cap_process(device)  # the pool's cap on this process, before it allocates (core.evaluate.memory_cap)
         torch.empty(1, device=device)
     handler = CandidateHarness(device) if role == "candidate" else Judge(device)
     conn.send_bytes(json.dumps(encode_ready(Ready(os.getpid()))).encode())
@@ -281,7 +283,8 @@ class CandidateHarness:
                 return Failed("RUNTIME_ERROR", f"could not hand {size / 2**30:.1f} GiB of outputs to the judge "
                               f"(exchange disk full or over the file size limit): {_exception_line(exc)}")
             phases["save"] += time.perf_counter() - began
-            input_sets.append(inputs)
+            if request.keep_inputs:  # for the timing; untimed rounds (a re-verification's ten) hold one set at once
+                input_sets.append(inputs)
         self.timed_outputs = []
         self.kept_rounds = (workload, input_sets, seeds) if request.keep_inputs else None
         return Ran(files, phases)
@@ -572,15 +575,41 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 - a broken reference is a verdict, not a crash
             if _is_fatal_cuda(exc):
                 raise WorkerFatal("reference: " + _exception_line(exc)) from None
-            return Failed("INVALID_REFERENCE", _exception_line(exc, "<reference of"))
+            return Failed("INVALID_REFERENCE", _exception_line(exc, "<reference of"),
+                          code=ReasonCode.OUR_OUT_OF_MEMORY.value if is_out_of_memory(exc) else "")
         return ReferenceMade(mutated)
 
     def _check(self, request: Check) -> Answer:
-        """Compare a workload's files with its reference outputs, which are dropped afterwards."""
+        """Compare a workload's files with its reference outputs, which are dropped afterwards. Running out of device
+        memory while comparing is ours (``OUR_OUT_OF_MEMORY``: the reference outputs stay for the pool's next try,
+        or until the next reference) unless a file is larger than the outputs the problem declares: then the
+        candidate's."""
+        ours = False
         try:
             return self._compare(request)
+        except Exception as exc:  # noqa: BLE001 - anything else ends the process, as before
+            if not is_out_of_memory(exc):
+                raise
+            ours = self._files_within_declared(request)
+            return Failed("RUNTIME_ERROR", ("judge: " if ours else "outputs larger than declared: ")
+                          + _exception_line(exc), code=ReasonCode.OUR_OUT_OF_MEMORY.value if ours else "")
         finally:
-            self._forget(request.workload)
+            if not ours:
+                self._forget(request.workload)
+
+    def _files_within_declared(self, request: Check) -> bool:
+        from core.evaluate.exchange import HEADER_LENGTH, MAX_HEADER_BYTES
+
+        torch = self.torch
+        for seed, path in [*request.files.items(), *request.spot]:
+            expected = self.expected.get((request.workload, int(seed)), {})
+            declared = sum(v.nbytes for v in expected.values() if isinstance(v, torch.Tensor))
+            try:
+                if os.path.getsize(path) > declared + HEADER_LENGTH.size + MAX_HEADER_BYTES:
+                    return False
+            except OSError:
+                return False
+        return True
 
     def _compare(self, request: Check) -> Answer:
         from core.evaluate.compare import compare_output, worst

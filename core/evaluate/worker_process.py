@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from core.evaluate import sandbox
+from core.evaluate.memory_cap import worker_environment
 from core.evaluate.messages import Answer, Exit, MessageError, Request, decode_answer, decode_ready, encode
 from core.evaluate.verdict import Status
 
@@ -37,10 +38,12 @@ class WorkerGone(Exception):
 class WorkerProcess:
     """One worker process. A candidate's goes through the machine's confinement (``sandbox.confinement()``): it can
     write only ``scratch`` and the ``writable`` folders, and read the ``keep`` paths where home folders are hidden.
-    Every role gets an environment without secrets."""
+    Every role gets an environment without secrets. ``memory_fraction``: the process's cap on its device's memory
+    (``core.evaluate.memory_cap``; None: none)."""
 
     def __init__(self, role: str, device: str, gpu: int | None, scratch_root: Path,
-                 cores: frozenset[int] | None = None, *, writable: Sequence[Path] = (), keep: Sequence[Path] = ()):
+                 cores: frozenset[int] | None = None, *, writable: Sequence[Path] = (), keep: Sequence[Path] = (),
+                 memory_fraction: float | None = None):
         self.role = role
         self.device = device
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch_root))
@@ -54,6 +57,7 @@ class WorkerProcess:
             env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
         elif device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(worker_environment(memory_fraction))
         worker = [sys.executable, "-m", "core.evaluate.worker", role, "cuda" if device.startswith("cuda") else "cpu",
                   str(child_fd)]
         if candidate:
@@ -67,6 +71,7 @@ class WorkerProcess:
         os.close(child_fd)
         self.started = time.monotonic()
         self.ready = False
+        self.in_request = False  # a request sent and not yet answered
 
     async def wait_ready(self, timeout_s: float = 120.0) -> None:
         if not self.ready:
@@ -81,11 +86,15 @@ class WorkerProcess:
         """Send one request (``core.evaluate.messages``) and return its answer; a process that answers something
         that is not one, dies or stays silent past ``timeout_s`` is killed (``WorkerGone``)."""
         await self.wait_ready()
+        self.in_request = True
         try:
-            self.conn.send_bytes(json.dumps(encode(message)).encode())
-        except OSError:
-            raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
-        reply = await self._receive(timeout_s)
+            try:
+                self.conn.send_bytes(json.dumps(encode(message)).encode())
+            except OSError:
+                raise self._gone(Status.RUNTIME_ERROR, "worker process is gone") from None
+            reply = await self._receive(timeout_s)
+        finally:
+            self.in_request = False
         try:
             return decode_answer(reply, message)
         except MessageError:

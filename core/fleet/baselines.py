@@ -87,7 +87,11 @@ class ModelBaselines:
                                                   device_model=model)
         baselines = [sanity.distrusted(b, sanity.below_roofline(b, sol.t_sol_ms.get(b.index))) for b in baselines]
         infos = [_info(problem, b, sol) for b in baselines]
-        line = (f"baseline measured on {len(infos)} workloads"
+        cached = sum(b.cached for b in baselines)
+        measured = (f"baseline measured on {len(infos)} workloads" if not cached else
+                    f"baseline from the cache for {len(infos)} workloads" if cached == len(infos) else
+                    f"baseline measured on {len(infos) - cached} workloads, from the cache for {cached}")
+        line = (measured
                 + (f", T_sol on {len(sol.t_sol_ms)}" if sol.t_sol_ms else f" ({sol.unavailable})" if sol.unavailable
                    else "") + compile_outcome(baselines) + machine_outcome(baselines))
         return infos, line

@@ -45,3 +45,20 @@ def _count_gpus() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU ")) if done.returncode == 0 else 0
+
+
+def gpu_memory_bytes(gpu: int) -> int | None:
+    """GPU ``gpu``'s total memory (as nvidia-smi numbers it, like ``gpu_name_from_smi``), None when unknown."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits", f"--id={gpu}"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = done.stdout.strip().splitlines()[:1]
+    try:
+        return int(float(first[0])) << 20 if done.returncode == 0 and first else None  # MiB
+    except ValueError:
+        return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from core.fleet.kinds import AgentKind, registered
 from core.fleet.metrics import record_metrics
 from core.fleet.planning import Planning
 from core.fleet.preparation import gather_facts, prepare_all
-from core.fleet.reverify import SettledReverify, verify_bests
+from core.fleet.reverify import SettledReverify, stop_deadline, verify_bests, verify_left
 from core.fleet.run_attempts import RunAttempts
 from core.fleet.services import bench_services
 from core.fleet.setup import load_problems, lock_run, open_run
@@ -133,8 +134,18 @@ class Fleet:
         except (OSError, sqlite3.Error):
             return ""
 
+    async def verify(self, on_verified: Callable[[int], None] | None = None) -> tuple[int, list[int]]:
+        """``kernelfleet verify``: open the run as a resume does and re-verify the bests its stops left, with no
+        agent working (``core.fleet.reverify.verify_left``); how many were waiting and those still left."""
+        self.open()
+        try:
+            return await verify_left(self.run_context, self._make_evaluator, on_verified)
+        finally:
+            self.close()
+
     async def _run(self) -> str:
         run = self.run_context
+        began = time.time()
         with anyio.CancelScope() as scope:
             run.scope = scope
             if run.stop_reason:
@@ -152,7 +163,7 @@ class Fleet:
         usage = run.usage()
         if usage is not None and usage.wanted_s > 0:
             run.event("log", f"pool since this start: {usage.summary()}")
-        await verify_bests(run, self._make_evaluator)
+        await verify_bests(run, self._make_evaluator, deadline=stop_deadline(run, began))
         state = "finished" if run.finished else "stopped"
         record_metrics(run)
         run.store.set_run_state(state)
@@ -205,6 +216,6 @@ class Fleet:
         cluster = run.config.cluster
         return backend_named(cluster.backend, cluster.ray_address).make(HostOptions(
             run.device, tuple(run.gpus), run.gpu_name or None, spare=run.config.gpus.spare,
-            workload_timeout_s=run.config.gpus.workload_timeout_s,
+            workload_timeout_s=run.config.gpus.workload_timeout_s, memory_budget=run.config.gpus.memory_budget,
             readable=tuple(map(str, [*run.problem_paths, *run.blob_roots])), address=cluster.ray_address,
             builds=run.builds))

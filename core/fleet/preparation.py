@@ -14,8 +14,10 @@ from core.fleet.facts import gather_facts as gather_machine_facts
 from core.fleet.run_attempts import RunAttempts, outcome_line
 from core.fleet.seeds import pick_seed
 from core.problem.schema import Problem
+from core.roofline.counting import analytic_io_bytes
 from core.report.progress import duration, is_prepared, preparation_line
 from core.solution.io import parse_solution
+from core.store.model import ProblemRow
 
 
 async def gather_facts(run: RunContext) -> None:
@@ -26,42 +28,70 @@ async def gather_facts(run: RunContext) -> None:
 
 
 async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
-    # As many problems in preparation as the evaluator measures T_b side by side: a baseline's torch.compile
-    # keeps one process busy on the CPU for many seconds, while other problems' timings use the GPUs.
-    limiter = anyio.CapacityLimiter(max(1, run.evaluator.baselines_at_once()))
+    """Prepare every runnable problem, as many side by side as the evaluator measures T_b at once (a T_b's
+    torch.compile keeps a process busy on the CPU for seconds to minutes while other problems' timings use the
+    GPUs), taking next the one the planner wants first (``preparation_order``), so agents start on the quickest
+    problems while the rest are prepared beside their work."""
+    at_once = max(1, run.evaluator.baselines_at_once())
     started = time.monotonic()
-    total = len(run.problems) - len(run.unrunnable)
+    waiting = [pid for pid in run.problems if pid not in run.unrunnable]
+    total = len(waiting)
+    cost = {pid: preparation_cost(run.problems[pid]) for pid in waiting}
     begun = 0
 
     async def prepare_one(problem_id: int, problem: Problem) -> None:
         nonlocal begun
-        async with limiter:
-            try:
-                if not is_prepared(run.store.problem(problem_id)):
-                    begun += 1
-                    run.event("log", f"preparing ({begun} of {total} begun): T_sol, T_b of "
-                                     f"{sum(not w.unavailable for w in problem.workloads)} workloads, the seed",
-                              problem_id=problem_id)
-                await _prepare(run, attempts, problem_id, problem)
-                line = preparation_line(run.store.problems(), time.monotonic() - started)
-                if line:
-                    run.event("log", line, problem_id=problem_id)
-            except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
-                # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
-                run.store.update_problem(problem_id, status="failed",
-                                         failures_in_row=run.config.planner.max_consecutive_failures)
-                run.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
+        began = time.monotonic()
+        try:
+            fresh = not is_prepared(run.store.problem(problem_id))
+            if fresh:
+                begun += 1
+                run.event("log", f"preparing ({begun} of {total} begun): T_sol, T_b of "
+                                 f"{sum(not w.unavailable for w in problem.workloads)} workloads, the seed",
                           problem_id=problem_id)
-                return
-            run.ready.add(problem_id)
+            await _prepare(run, attempts, problem_id, problem)
+            if fresh:
+                run.preparation_s[problem_id] = time.monotonic() - began
+            line = preparation_line(run.store.problems(), time.monotonic() - started, run.preparation_s, at_once)
+            if line:
+                run.event("log", line, problem_id=problem_id)
+        except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run
+            # Counted as a run of failures, so the planner keeps it closed until a person resumes it.
+            run.store.update_problem(problem_id, status="failed",
+                                     failures_in_row=run.config.planner.max_consecutive_failures)
+            run.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
+                      problem_id=problem_id)
+            return
+        run.ready.add(problem_id)
+
+    async def preparer() -> None:
+        while waiting:
+            rows = {row.id: row for row in run.store.problems()}
+            problem_id = min(waiting, key=lambda pid: preparation_order(rows[pid], cost[pid]))
+            waiting.remove(problem_id)
+            await prepare_one(problem_id, run.problems[problem_id])
 
     async with anyio.create_task_group() as tg:
-        for problem_id, problem in run.problems.items():
-            if problem_id not in run.unrunnable:
-                tg.start_soon(prepare_one, problem_id, problem)
+        for _ in range(min(at_once, max(1, total))):
+            tg.start_soon(preparer)
     run.prepared_all = True
     if begun:
         run.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")
+
+
+def preparation_cost(problem: Problem) -> tuple[int, int]:
+    """How long a problem's preparation should take, to sort by: the bytes its runnable workloads read and write
+    (a large one's T_b holds the device throughout, its compile included: measured on an H100, two such problems
+    first kept 7 others waiting 1,360 s for the GPU), then how many they are (a torch.compile each)."""
+    runnable = [w for w in problem.workloads if not w.unavailable]
+    return sum(sum(analytic_io_bytes(problem, w)) for w in runnable), len(runnable)
+
+
+def preparation_order(row: ProblemRow, cost: tuple[int, int]) -> tuple:
+    """The planner's order for preparing: what is prepared already (from an earlier start: nothing to measure)
+    first, paused problems last, a person's priority before the rest, then the quickest, so that agents have
+    work soonest."""
+    return (not is_prepared(row), row.paused, -row.priority, cost, row.id)
 
 
 async def _prepare(run: RunContext, attempts: RunAttempts, problem_id: int, problem: Problem) -> None:

@@ -15,7 +15,7 @@ from core.fleet import capability
 from core.fleet.budget import Budgets
 from core.fleet.context import FleetError, RunContext
 from core.fleet.controls import drop_stale_stops
-from core.fleet.gpus import detect_gpus
+from core.fleet.gpus import detect_gpus, gpu_memory_bytes
 from core.planner.model import UNRUNNABLE, WAITING
 from core.problem import load_problems as load_problem_paths
 from core.secrets import redact, take_secrets
@@ -82,7 +82,8 @@ def open_run(run: RunContext, loaded) -> None:
     skipped = _add_problems(run, loaded)
     _add_agents(run)
     for problem_id, index, why in skipped:
-        run.event("log", f"workload {index} skipped on the cpu: {why}", problem_id=problem_id)
+        where = "cpu" if run.device == "cpu" else "GPU"
+        run.event("log", f"workload {index} skipped on the {where}: {why}", problem_id=problem_id)
     _mark_unrunnable(run)
     line = capability.cannot_improve_line([capability.assess(p, run.config) for p in run.problems.values()],
                                           run.config)
@@ -119,12 +120,15 @@ def _choose_devices(run: RunContext) -> None:
 def _add_problems(run: RunContext, loaded) -> list[tuple[int, int, str]]:
     """Register the loaded problems; the workloads skipped on this device, (problem id, index, why)."""
     skipped: list[tuple[int, int, str]] = []
+    # On the GPU, workloads too large for the smallest of the run's GPUs are known before any is measured.
+    sizes = [gpu_memory_bytes(gpu) for gpu in run.gpus] if run.device == "cuda" else []
+    memory = min(sizes) if sizes and None not in sizes else None
     for problem in loaded.problems:
         key = f"{problem.subset}/{problem.name}"
         op = problem.definition.op_type
         problem_id = run.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
-        # On the CPU, GPU-sized workloads are unavailable (core.fleet.capability), and said so below.
-        run.problems[problem_id], skips = capability.for_device(problem, run.device)
+        # GPU-sized workloads on the CPU, too large ones on a GPU: unavailable (core.fleet.capability), said below.
+        run.problems[problem_id], skips = capability.for_device(problem, run.device, memory)
         skipped += [(problem_id, index, why) for index, why in skips]
         run.keys[problem_id] = key
     return skipped

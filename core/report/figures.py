@@ -1,6 +1,7 @@
 """The run's figures, each defined once: the fleet's geomean speedup, mean and median SOL score, how many problems
-beat T_b, the devices' busy fraction as shown, and the word for the run's devices. The TUI, the report, the run's
-metric samples and the planner all read them from here, so they show the same number for the same rows.
+beat T_b, the devices' busy and kernel time fractions as shown, and the word for the run's devices. The TUI, the
+report, the run's metric samples and the planner all read them from here, so they show the same number for the same
+rows.
 
 A problem's own figures (its best's speedup and SOL over its workloads) are ``core.roofline.sol.overall_figures``,
 a workload's ``core.roofline.sol.workload_figures``; the run stores a problem's on its row.
@@ -31,8 +32,8 @@ from core.roofline.sol import geomean
 from core.store.model import MetricRow, RunInfo
 
 __all__ = ["FleetFigures", "beating_baseline", "busy_fraction", "busy_sample", "counted_sol", "counted_speedup",
-           "device_word", "fleet_figures", "fleet_geomean_speedup", "fleet_mean_sol", "fleet_median_sol", "problem_figures",
-           "subset_figures"]
+           "device_word", "fleet_figures", "fleet_geomean_speedup", "fleet_mean_sol", "fleet_median_sol",
+           "kernel_fraction", "problem_figures", "subset_figures"]
 
 
 class HasFigures(Protocol):
@@ -142,6 +143,15 @@ def busy_fraction(metrics: Sequence[MetricRow]) -> float | None:
     """The devices' busy fraction the run shows (``busy_sample``'s), None when unknown."""
     sample = busy_sample(metrics)
     return sample.gpu_busy if sample is not None else None
+
+
+def kernel_fraction(metrics: Sequence[MetricRow]) -> float | None:
+    """The devices' kernel time fraction the run shows beside the busy fraction, from the same sample
+    (``busy_sample``'s): the time they ran kernels while work waited over the time work wanted them
+    (``core.evaluate.usage.PoolUsage.kernel_fraction``); None when not measured (the sample's ``gpu_kernel_note``
+    says why) or unknown."""
+    sample = busy_sample(metrics)
+    return sample.gpu_kernel if sample is not None else None
 
 
 def device_word(run: RunInfo | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Sequence
 
-from core.report.figures import counted_sol
+from core.report.figures import busy_sample, counted_sol
 from core.report.html_assets import CSS, SCRIPT
 from core.report.html_distributions import (sol_histogram_bins, sol_histogram_svg, speedup_bars_legend,
                                             speedup_bars_svg, speedup_distribution_svg, subset_sol_legend,
@@ -24,8 +24,8 @@ from core.report.html_plots import no_sol_reason, over_time_legend, sol_over_tim
 from core.report.html_svg import LegendEntry, empty, legend, problem_series, series_colour
 from core.report.html_tables import not_evaluated_list, problem_anchor, problems_table, summary_table
 from core.report.html_text import esc
-from core.report.metrics import (ProblemDrill, Progress, RunReport, build_report, problem_drills,
-                                 speedup_distribution, subset_sols)
+from core.report.metrics import (ProblemDrill, Progress, RunReport, build_report, held_by_line, kernel_time_line,
+                                 problem_drills, speedup_distribution, subset_sols)
 from core.store.queries import Queries
 
 __all__ = ["render_html", "render_report_html", "sol_histogram_bins", "sol_histogram_svg", "sol_over_time_svg",
@@ -92,6 +92,16 @@ def _parameters(drills: Sequence[ProblemDrill], series: dict[str, int]) -> str:
     return f"<div class=\"stack\">{''.join(out)}</div>"
 
 
+def _pool_note(report: RunReport) -> str:
+    """The pool's account since the run's last start: busy, running kernels, what the held time went to."""
+    sample, device = busy_sample(report.metrics), report.device_word
+    if sample is None:
+        return ""
+    lines = [f"{device} busy while work waited: {sample.gpu_busy:.0%} (since the last start)",
+             kernel_time_line(sample, device), held_by_line(sample, device)]
+    return f"<p class=\"meta\">{' · '.join(esc(line) for line in lines if line)}</p>"
+
+
 def _meta(report: RunReport) -> str:
     run = report.run
     meta = []
@@ -124,7 +134,7 @@ def render_report_html(report: RunReport, title: str = "kernelfleet run",
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1><p class=\"meta\">{esc(_meta(report))}</p>{_NAV}",
         "<h2 id=\"summary\">Fleet: before → after</h2>",
-        summary_table(report.before, report.after, report.device_word),
+        summary_table(report.before, report.after, report.device_word), _pool_note(report),
         "<h2 id=\"over-time\">Over time</h2>", _over_time(report, progress, series),
         "<h2 id=\"across\">Across problems</h2>", _across_problems(report, drills, progress, series),
         "<h2 id=\"problems\">Problems</h2>",

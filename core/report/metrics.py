@@ -10,8 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from core.report.figures import (counted_sol, counted_speedup, device_word, fleet_figures, problem_figures,
-                                  subset_figures)
+from core.report.figures import (busy_sample, counted_sol, counted_speedup, device_word, fleet_figures,
+                                  problem_figures, subset_figures)
 from core.roofline.sol import is_better
 from core.store.model import AgentRow, AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
@@ -232,7 +232,44 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
                           for key, skipped in report.not_evaluated.items()},
         "state_moved": {key: [{"workload": i, "reason": why} for i, why in moved]
                         for key, moved in report.state_moved.items()},
+        # The pool's own account since the run's last start (a resume starts a new pool).
+        "pool": pool_to_dict(busy_sample(report.metrics)),
     })
+
+
+def kernel_time_line(sample: MetricRow | None, device: str) -> str:
+    """The devices' kernel time beside their busy fraction, from the sample whose busy fraction the run shows
+    (``core.report.figures.busy_sample``): "GPU kernels running while work waited: 52% (how), held but idle 39%",
+    or "GPU kernel time: not measured (why)"; "" without a sample."""
+    from core.evaluate.usage import held_but_idle  # here: the package brings in the pool (0.2 s to import)
+
+    if sample is None:
+        return ""
+    if sample.gpu_kernel is None:
+        why = sample.gpu_kernel_note or "not recorded: an older kernelfleet ran the last start"
+        return f"{device} kernel time: not measured ({why})"
+    idle = held_but_idle(sample.gpu_busy, sample.gpu_kernel)
+    return (f"{device} kernels running while work waited: {sample.gpu_kernel:.0%} ({sample.gpu_kernel_note})"
+            + (f", held but idle {idle:.0%}" if idle is not None else ""))
+
+
+def held_by_line(sample: MetricRow | None, device: str) -> str:
+    """What the devices' held time went to ("GPU held by: timing 30%, ..."), "" when the sample has no account."""
+    from core.evaluate.usage import held_by_text
+
+    text = held_by_text(sample.gpu_held) if sample is not None else ""
+    return f"{device} {text}" if text else ""
+
+
+def pool_to_dict(sample: MetricRow | None) -> dict[str, Any] | None:
+    """The pool's figures of the sample the run shows, for ``report_to_dict``; None without one."""
+    from core.evaluate.usage import held_but_idle
+
+    if sample is None:
+        return None
+    return {"busy": sample.gpu_busy, "kernels": sample.gpu_kernel, "kernel_note": sample.gpu_kernel_note,
+            "held_but_idle": held_but_idle(sample.gpu_busy, sample.gpu_kernel), "held_by": dict(sample.gpu_held),
+            "mean_queue_wait_s": sample.queue_wait_s, "at": sample.ts}
 
 
 def _finite(value: Any) -> Any:

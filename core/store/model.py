@@ -300,6 +300,12 @@ class MetricRow:
     tokens: int
     dollars: float
     active_problems: int
+    # The time the devices ran kernels while work waited, over the time work wanted them (None: not measured;
+    # ``gpu_kernel_note``: how it was measured, or why not), and what the held time went to (share of the wanted
+    # time per ``core.evaluate.usage.HELD_LABELS`` key).
+    gpu_kernel: float | None = None
+    gpu_kernel_note: str = ""
+    gpu_held: dict[str, float] = field(default_factory=dict)
 
 
 
@@ -394,4 +400,5 @@ def control_from_row(r) -> ControlRow:
 @_row_of("metrics")
 def metric_from_row(r) -> MetricRow:
     return MetricRow(r["ts"], r["fleet_mean_sol"], r["geomean_speedup"], r["gpu_busy"], r["queue_wait_s"],
-                     r["attempts"], r["tokens"], r["dollars"], r["active_problems"])
+                     r["attempts"], r["tokens"], r["dollars"], r["active_problems"], r["gpu_kernel"],
+                     r["gpu_kernel_note"], {str(k): float(v) for k, v in _loads(r["gpu_held_json"], {}).items()})

@@ -205,6 +205,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE attempts ADD COLUMN verified TEXT NOT NULL DEFAULT '';
     """,
+    # 10: beside the busy fraction (time work held the devices), the time they ran kernels while work waited
+    # (``core.evaluate.kernel_time``; NULL: not measured, ``gpu_kernel_note`` says why), and what the held time
+    # went to (``core.evaluate.usage.PoolUsage.held_shares``: share of the wanted time per phase).
+    """
+    ALTER TABLE metrics ADD COLUMN gpu_kernel REAL;
+    ALTER TABLE metrics ADD COLUMN gpu_kernel_note TEXT NOT NULL DEFAULT '';
+    ALTER TABLE metrics ADD COLUMN gpu_held_json TEXT NOT NULL DEFAULT '{}';
+    """,
 )
 
 

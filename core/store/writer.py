@@ -348,11 +348,14 @@ class RunStore(Queries):
                           (time.time(), result, control_id))
 
     def add_metric(self, *, fleet_mean_sol: float | None, geomean_speedup: float | None, gpu_busy: float | None,
-                   queue_wait_s: float | None, attempts: int, tokens: int, dollars: float, active_problems: int) -> None:
+                   queue_wait_s: float | None, attempts: int, tokens: int, dollars: float, active_problems: int,
+                   gpu_kernel: float | None = None, gpu_kernel_note: str = "",
+                   gpu_held: dict[str, float] | None = None) -> None:
         self._insert("metrics", {"ts": time.time(), "fleet_mean_sol": fleet_mean_sol,
                                  "geomean_speedup": geomean_speedup, "gpu_busy": gpu_busy,
                                  "queue_wait_s": queue_wait_s, "attempts": attempts, "tokens": tokens,
-                                 "dollars": dollars, "active_problems": active_problems})
+                                 "dollars": dollars, "active_problems": active_problems, "gpu_kernel": gpu_kernel,
+                                 "gpu_kernel_note": gpu_kernel_note, "gpu_held_json": json.dumps(gpu_held or {})})
 
 
 class _Transaction:

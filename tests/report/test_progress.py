@@ -1,7 +1,8 @@
 """The preparation's progress and its ETA (core.report.progress): the one formula the headless log and the TUI's
 header use."""
 
-from core.report.progress import duration, is_prepared, preparation_left_s, preparation_line
+from core.report.progress import (duration, is_prepared, preparation_left_by_subset_s, preparation_left_s,
+                                   preparation_line)
 from core.store.model import ProblemRow, WorkloadInfo
 
 
@@ -30,3 +31,25 @@ def test_the_eta_is_the_pace_so_far():
 def test_durations_read_as_a_person_would_say_them():
     assert [duration(s) for s in (0.4, 59, 61, 600, 3599, 7260)] == ["0 s", "59 s", "1 min 1 s", "10 min", "59 min",
                                                                       "2 h 1 min"]
+
+
+def subset_row(n: int, subset: str, *, prepared=False, status="waiting") -> ProblemRow:
+    r = row(n, attempts=1 if prepared else 0, status=status)
+    return ProblemRow(*[subset if name == "subset" else getattr(r, name) for name in ProblemRow.__dataclass_fields__])
+
+
+def test_the_eta_counts_each_subset_at_its_own_pace_and_leaves_out_the_unrunnable():
+    # L1 problems took 100 s each here, Quant ones 10 s; 4 prepared side by side. Unrunnable problems and those
+    # prepared before this start (no time taken here) are not in the pace; a subset with none done yet counts at
+    # every subset's mean (55 s).
+    rows = ([subset_row(1, "L1", prepared=True), subset_row(2, "L1", prepared=True),
+             subset_row(3, "Quant", prepared=True), subset_row(4, "Quant", prepared=True),
+             subset_row(5, "L1", prepared=True)]
+            + [subset_row(10 + i, "L1") for i in range(8)] + [subset_row(20 + i, "Quant") for i in range(4)]
+            + [subset_row(30, "L2"), subset_row(31, "FlashInfer", status="unrunnable")])
+    took = {1: 100.0, 2: 100.0, 3: 10.0, 4: 10.0}
+    assert preparation_left_by_subset_s(rows, took, at_once=4) == (8 * 100 + 4 * 10 + 55) / 4
+    line = preparation_line(rows, 120.0, took, at_once=4)
+    assert line == ("prepared 5/18 problems in 2 min; about 3 min 44 s left (L1 1 min 40 s, Quant 10 s each, 4 at "
+                    "a time)")
+    assert preparation_left_by_subset_s(rows, {}, at_once=4) is None  # nothing prepared in this start yet

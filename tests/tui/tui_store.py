@@ -121,3 +121,59 @@ def controls(run_dir: Path) -> list[tuple[str, str, str]]:
 
     with RunReader(run_dir) as reader:
         return [(c.command, c.target, c.value) for c in reader.controls()]
+
+
+# SOL-ExecBench's shape: its 235 problems in its four subsets.
+SCALE_SUBSETS = (("L1", 94), ("L2", 82), ("FlashInfer-Bench", 26), ("Quant", 33))
+SCALE_OPS = ("rmsnorm_llama3_1_8b", "gqa_paged_decode_qwen2_5_7b", "swiglu_llama3_1_8b", "bf16_gemm_qkv_proj",
+             "fused_add_rmsnorm_qwen2_5_7b", "fp8_gemm_block_scale_down_proj", "rope_neox_llama3_1_8b")
+SCALE_STATUSES = ("active", "waiting", "plateaued", "done", "active", "over budget", "waiting", "failed",
+                  "plateaued", "paused")
+
+
+def scale_unrunnable(n: int) -> bool:
+    """Whether the ``n``-th problem (0-based, in key order) of the scale store is unrunnable."""
+    return n % 11 == 5
+
+
+def build_scale_store(run_dir: Path, attempts_per_problem: int = 2) -> Path:
+    """A run of 235 problems keyed like SOL-ExecBench's ("L1/001_rmsnorm_llama3_1_8b"), with attempts, speedups
+    from 0.6x to 3.1x, every status, and every eleventh problem unrunnable, said as ``core.fleet.setup`` says it (a
+    decision event with the missing blob)."""
+    store = RunStore(run_dir, create=True)
+    store.init_run({"fleet": "test"}, ["problems/"], "cuda", [0], "test-gpu")
+    store.set_run_state("running")
+    agent_ids = [store.add_agent(name, kind, model) for name, kind, model in AGENTS]
+    n = 0
+    with store.transaction():
+        for subset, count in SCALE_SUBSETS:
+            for i in range(count):
+                name = f"{i + 1:03d}_{SCALE_OPS[n % len(SCALE_OPS)]}"
+                key = f"{subset}/{name}"
+                pid = store.add_problem(key, name, subset, f"problems/{key}", op=name, workloads=[
+                    {"index": 0, "axes": "B=8, D=4096", "t_b_ms": 1.0, "t_sol_ms": 0.2, "baseline_method": "torch"}])
+                fields = {"last_change_at": T0 + 10.0 * n, "priority": n % 3 - 1}
+                if scale_unrunnable(n):
+                    fields["status"] = "unrunnable"
+                    store.add_event("decision", f"unrunnable: no workload can run here (safetensors blob not found: "
+                                    f"blobs/{name}.safetensors (input x)); no agent will be assigned", problem_id=pid)
+                else:
+                    fields["status"] = SCALE_STATUSES[n % len(SCALE_STATUSES)]
+                    fields["paused"] = fields["status"] == "paused"
+                    tries = attempts_per_problem if n % 7 else 0
+                    for j in range(tries):
+                        aid = store.begin_attempt(pid, agent_ids[(n + j) % len(agent_ids)],
+                                                  {"sources": [{"path": "kernel.py", "content": _variant(j)}]},
+                                                  language="python")
+                        speedup = 0.6 + ((n * 37 + j * 11) % 101) / 40
+                        store.finish_attempt(aid, status="PASSED", times_ms={0: 1.0 / speedup}, speedup=speedup,
+                                             sol=min(0.98, speedup / 3.2), gpu_seconds=1.0)
+                        fields.update(best_attempt_id=aid, best_speedup=speedup, best_sol=min(0.98, speedup / 3.2))
+                    fields["attempts"] = tries
+                store.update_problem(pid, **fields)
+                n += 1
+        for agent, problem_id in zip(agent_ids[:3], (1, 2, 3)):
+            store.update_agent(agent, state="working", problem_id=problem_id)
+    fix_times(store)
+    store.close()
+    return run_dir

@@ -1,4 +1,5 @@
-"""The fleet header: elapsed time, problems, attempts, GPU busy, spend, fleet SOL with its sparkline, geomean."""
+"""The fleet header: elapsed time, problems, attempts, GPU busy (and running kernels, where measured), spend, fleet
+SOL with its sparkline, geomean."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class FleetHeader(Static):
         self._lines: list[str] = []
 
     def show(self, snapshot: Snapshot) -> None:
-        lines = header_lines(snapshot)
+        lines = header_lines(snapshot, self.size.width or None)  # its screen shows it again when resized
         if lines != self._lines:
             self._lines = lines
             text = Text(lines[0], style="bold")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from core.report.figures import busy_fraction, device_word, problem_figures
+from core.report.figures import busy_fraction, device_word, kernel_fraction, problem_figures
 from core.report.progress import duration, is_prepared, preparable, preparation_left_s
 from core.store.model import ProblemRow
 from tui.fleet.lifecycle import state_text
@@ -26,17 +26,24 @@ def done_count(problems: Iterable[ProblemRow]) -> int:
     return sum(p.status in DONE_STATUSES for p in problems)
 
 
-def header_lines(s: Snapshot) -> list[str]:
+SPARKLINE_POINTS = 16
+
+
+def header_lines(s: Snapshot, width: int | None = None) -> list[str]:
+    """The header's two lines; with ``width`` (the header's columns), the second makes room for the devices'
+    kernel time by leaving out "llm ok" (a failing endpoint stays) and then shortening the sparkline."""
     run = s.run
     state = state_text(run, s.lifecycle)
     end = run.ended_at if run and run.ended_at else s.now
     elapsed = fmt_duration(end - run.created_at) if run else "—"
     active = sum(p.status == "active" for p in s.problems)
-    busy_now = busy_fraction(s.metrics)
+    busy_now, kernels_now = busy_fraction(s.metrics), kernel_fraction(s.metrics)
     busy = "—" if busy_now is None else f"{busy_now * 100:.0f}%"
+    # Held is not in use: where kernel time is measured (NVML, core.evaluate.kernel_time) both show.
+    devices = f"{device_word(run)} {busy}" if kernels_now is None else \
+        f"{device_word(run)} held {busy} kernels {kernels_now * 100:.0f}%"
     # From the problems as they are now (a metric sample may predate the latest best), as the report counts them.
     figures = problem_figures(s.problems)
-    spark = sparkline([m.fleet_mean_sol for m in s.metrics], 16)
     to_prepare = preparable(s.problems)
     prepared = sum(is_prepared(p) for p in to_prepare)
     if run is not None and run.state == "running" and prepared < len(to_prepare):
@@ -49,10 +56,22 @@ def header_lines(s: Snapshot) -> list[str]:
     line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
-    line2 = (f"{device_word(run)} {busy} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
-             f"SOL {fmt_sol(figures.mean_sol)}{' ' + spark if spark else ''} · "
-             f"geomean {fmt_x(figures.geomean_speedup)}")
-    return [line1, line2]
+    sols = [m.fleet_mean_sol for m in s.metrics]
+
+    def line2(llm: str, points: int) -> str:
+        spark = sparkline(sols, points) if points > 0 else ""
+        return (f"{devices} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+                f"SOL {fmt_sol(figures.mean_sol)}{' ' + spark if spark else ''} · "
+                f"geomean {fmt_x(figures.geomean_speedup)}")
+
+    second = line2(llm, SPARKLINE_POINTS)
+    if width is not None and len(second) > width and kernels_now is not None:
+        if llm == "llm ok":
+            llm = ""
+            second = line2(llm, SPARKLINE_POINTS)
+        if len(second) > width:
+            second = line2(llm, max(0, SPARKLINE_POINTS - (len(second) - width)))
+    return [line1, second]
 
 
 def endpoint_text(s: Snapshot, error_chars: int = 40) -> str:

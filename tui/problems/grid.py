@@ -4,18 +4,21 @@ Only the visible lines are ever rendered, one strip per line, from a cache holdi
 cells and style variant it was drawn from: a poll that changes a row re-renders that row alone (and only when it is
 on screen), where a DataTable drops its whole render cache on any cell update. The cache holds one strip per
 problem at most, so it stays as large as the grid however long the run goes on (the age column changes every
-second). The header line stays put; the key column is the fixed one."""
+second). The header line stays put; the key column is the fixed one. An unrunnable problem's row says why after
+its status, in place of the figures it has none of; a click on a column's header asks the screen to sort by it."""
 
 from __future__ import annotations
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.strip import Strip
 
-from tui.problems.model import GRID_COLUMNS
+from tui.problems.model import GRID_COLUMNS, NOTE
 from tui.rows import ROW_BINDINGS, CursorRows
 
 # column key -> width (the key column is as wide as the longest key)
@@ -27,6 +30,8 @@ NARROW_STATUS = 9  # "over budget" reads "over budg"
 # What gives way, in order, when the row is wider than the grid: the subset (the key holds it), the SOL bar (the
 # number stays), the last change's age, the status's last cells, the priority. Only then is the key cut.
 GIVE_WAY = ("subset", "bar", "change", "status", "priority")
+# The columns an unrunnable problem's row draws before its note (why it cannot run), which takes the rest.
+BEFORE_NOTE = ("key", "subset", "priority", "status")
 
 # row variants
 _EVEN, _ODD, _CURSOR = 0, 1, 2
@@ -72,6 +77,18 @@ class ProblemGrid(CursorRows, can_focus=True):
         & > .problem-grid--fixed-cursor { background: $block-cursor-blurred-background; color: $foreground; }
     }
     """
+
+    class HeaderClicked(Message):
+        """A click on the header of the column ``column`` (a GRID_COLUMNS key)."""
+
+        def __init__(self, grid: ProblemGrid, column: str):
+            super().__init__()
+            self.grid = grid
+            self.column = column
+
+        @property
+        def control(self) -> ProblemGrid:
+            return self.grid
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -175,9 +192,18 @@ class ProblemGrid(CursorRows, can_focus=True):
         self._header = None
         self._strips.clear()
 
-    def _line(self, texts: tuple[str, ...], widths: tuple[int, ...], fixed: Style, rest: Style, width: int) -> Strip:
+    def _line(self, texts: tuple[str, ...], widths: tuple[int, ...], fixed: Style, rest: Style, width: int,
+              note: str = "") -> Strip:
         first = " " + _cut(texts[0], widths[0]) + " " if texts else ""
-        others = "".join(" " + set_cell_size(t, w) + " " for t, w in zip(texts[1:], widths[1:]))
+        if note:
+            # The status in full ("unrunnable" where a narrow grid cuts statuses), as nothing is aligned after it.
+            others = "".join(" " + set_cell_size(t, max(w, cell_len(t)) if c == "status" else w) + " "
+                             for c, t, w in zip(self._columns[1:], texts[1:], widths[1:]) if c in BEFORE_NOTE)
+            room = width - cell_len(first) - cell_len(others) - 2
+            if room > 0:
+                others += " " + _cut(note, room) + " "
+        else:
+            others = "".join(" " + set_cell_size(t, w) + " " for t, w in zip(texts[1:], widths[1:]))
         segments = [Segment(first, fixed), Segment(others, rest)]
         return Strip(segments, cell_len(first) + cell_len(others)).adjust_cell_length(width, rest)
 
@@ -204,6 +230,18 @@ class ProblemGrid(CursorRows, can_focus=True):
         else:
             rest = self._style("problem-grid--odd-row" if variant == _ODD else "problem-grid--even-row")
             fixed = rest + self.get_component_rich_style("problem-grid--fixed")
-        strip = self._line(tuple(cells[i] for i in self._picks), widths, fixed, rest, width)
+        strip = self._line(tuple(cells[i] for i in self._picks), widths, fixed, rest, width, cells[NOTE])
         self._strips[key] = (cells, variant, strip)
         return strip
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y != 0:
+            super().on_click(event)
+            return
+        widths = self._widths(self.scrollable_content_region.width)  # lays out self._columns first
+        x = 0
+        for column, width in zip(self._columns, widths):
+            x += width + 2
+            if event.x < x:
+                self.post_message(self.HeaderClicked(self, column))
+                return

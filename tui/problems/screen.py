@@ -1,7 +1,10 @@
 """The main screen: the fleet header over the problem grid, with a filter input, and the agents' activity in the
-rows the grid leaves empty."""
+rows the grid leaves empty. The line over the grid says its sort, its filters (text, status, subset, beats T_b)
+and how many problems they show."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,10 +16,10 @@ from tui.controls import control_line
 from tui.agents.panel import ActivityPanel
 from tui.fleet.header import FleetHeader
 from tui.fleet.lifecycle import stop_done
-from tui.formatting import plural
 from tui.problems.footer import KeyFooter
 from tui.problems.grid import ProblemGrid
-from tui.problems.model import SORTS, best_key, worst_key
+from tui.problems.model import (COLUMN_SORTS, SORTS, GridView, best_key, next_status, next_subset, view_summary,
+                                worst_key)
 from tui.snapshot import Delta, Snapshot
 
 
@@ -32,7 +35,10 @@ class ProblemsScreen(Screen):
         Binding("P", "pin", "pin"),
         Binding("s", "sort", "sort"),
         Binding("slash", "filter", "filter"),
-        Binding("escape", "clear_filter", "clear filter", show=False),
+        Binding("f", "status_filter", "status"),
+        Binding("u", "subset_filter", "subset"),
+        Binding("x", "beats_filter", "beats T_b"),
+        Binding("escape", "clear_filter", "clear filters", show=False),
     ]
     DEFAULT_CSS = """
     ProblemsScreen #gridbar { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap;
@@ -47,8 +53,7 @@ class ProblemsScreen(Screen):
 
     def __init__(self):
         super().__init__()
-        self.sort = 0
-        self.filter_text = ""
+        self.view = GridView()
         self._bar = ""
         self._stale = False
         self._panel: tuple[int, bool, int] = (0, False, 0)  # the activity panel's (height, two lines an agent) and
@@ -78,7 +83,7 @@ class ProblemsScreen(Screen):
             self.show(self.app.snapshot, None)
 
     def _view_changed(self) -> None:
-        self.app.grid_view = (self.sort, self.filter_text)  # what the poll thread prepares rows for
+        self.app.grid_view = self.view  # what the poll thread prepares rows for
         self.show(self.app.snapshot, None)
 
     def show(self, snapshot: Snapshot, delta: Delta | None) -> None:
@@ -87,12 +92,9 @@ class ProblemsScreen(Screen):
             return
         self._stale = False
         self.query_one(FleetHeader).show(snapshot)
-        rows = self.app.grid_rows(snapshot, self.sort, self.filter_text)
+        rows = self.app.grid_rows(snapshot, self.view)
         self.grid.show(rows)
-        parts = [f"sort: {SORTS[self.sort].name}"]
-        if self.filter_text:
-            parts.append(f"filter: {self.filter_text!r}")
-        parts.append(f"{len(rows)}/{plural(len(snapshot.problems), 'problem')}")
+        parts = [f"sort: {SORTS[self.view.sort].name}", view_summary(snapshot.problems, self.view, len(rows))]
         if snapshot.controls:
             last = snapshot.controls[-1]
             parts.append("last control: " + control_line(last, stop_done(last, snapshot.run, snapshot.lifecycle)))
@@ -142,14 +144,33 @@ class ProblemsScreen(Screen):
 
     def action_jump(self, which: str) -> None:
         """The cursor to the shown problem with the highest (best) or lowest (worst) best speedup."""
-        key = (best_key if which == "best" else worst_key)(self.app.snapshot, self.filter_text)
+        key = (best_key if which == "best" else worst_key)(self.app.snapshot, self.view)
         if key is None:
             self.app.notify("no shown problem has a speedup yet")
             return
         self.grid.select(key)
 
     def action_sort(self) -> None:
-        self.sort = (self.sort + 1) % len(SORTS)
+        self.view = replace(self.view, sort=(self.view.sort + 1) % len(SORTS))
+        self._view_changed()
+
+    @on(ProblemGrid.HeaderClicked, "#grid")
+    def _sort_by_column(self, event: ProblemGrid.HeaderClicked) -> None:
+        name = COLUMN_SORTS.get(event.column)
+        if name is not None:
+            self.view = replace(self.view, sort=[s.name for s in SORTS].index(name))
+            self._view_changed()
+
+    def action_status_filter(self) -> None:
+        self.view = next_status(self.view, self.app.snapshot.problems)
+        self._view_changed()
+
+    def action_subset_filter(self) -> None:
+        self.view = next_subset(self.view, self.app.snapshot.problems)
+        self._view_changed()
+
+    def action_beats_filter(self) -> None:
+        self.view = replace(self.view, beats=not self.view.beats)
         self._view_changed()
 
     def action_filter(self) -> None:
@@ -162,18 +183,18 @@ class ProblemsScreen(Screen):
         box = self.query_one("#filter", Input)
         box.value = ""
         box.remove_class("shown")
-        self.filter_text = ""
+        self.view = self.view.cleared()
         self._view_changed()
         self.grid.focus()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value.strip()
+        self.view = replace(self.view, text=event.value.strip())
         self._view_changed()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        if not self.filter_text:
+        if not self.view.text:
             event.input.remove_class("shown")
         self.grid.focus()
 

@@ -14,6 +14,8 @@ from core.evaluate.baseline.measure import (FatalDeviceError, _one_line, device_
                                             time_prepared)
 from core.evaluate.baseline.sanity import distrusted, spread_problem
 from core.evaluate.baseline.record import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_INPUT_SETS, WorkloadBaseline
+from core.evaluate.memory_budget import baseline_bytes
+from core.evaluate.memory_cap import cap_process, is_out_of_memory
 from core.evaluate.messages import (Answer, Baseline, BaselineAbandoned, BaselineForget, BaselineInputs,
                                     BaselineLookup, BaselineMeasured, BaselineMiss, BaselinePrepare, BaselineReady,
                                     BaselineRequest, BaselineTime, Done, Failed, MachineProbe, MachineProbed)
@@ -68,6 +70,7 @@ def handle_request(judge: Any, request: BaselineRequest | BaselineTime | Machine
         return Failed("error", f"no workload {index} ({len(problem.workloads)} workloads)")
     policy = TimingPolicy(**request.timing) if request.timing else TimingPolicy()
     input_sets = request.input_sets or DEFAULT_INPUT_SETS
+    _cap_memory(judge.device, request, problem, index, input_sets)
     try_compile = request.compile
     name = device_name(judge.device)
     try:
@@ -127,9 +130,28 @@ def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], de
     if result.ok and device is not None:
         result = result.replace(machine=machine.take(device).to_dict(), machine_start=now.to_dict() if now else None)
     result = result.replace(machine_now=now.to_dict() if now else None, remeasured=stale)
-    if result.ok and not machine.state_moved(result):  # a figure timed in another state is not kept for later runs
+    # A figure timed in another state is not kept for later runs, nor one whose compile ran out of memory (the
+    # compiled time is missing for want of memory, not for the reference's sake).
+    if result.ok and not machine.state_moved(result) and not is_out_of_memory(result.compile_reason):
         BaselineCache().store(cache_key, result, meta)
     return BaselineMeasured(result.to_dict())
+
+
+def _cap_memory(device, request: BaselineRequest, problem: Problem, index: int, input_sets: int) -> None:
+    """The process's memory cap for ``request``: a T_b made in steps beside candidate jobs (a process of its own)
+    keeps to the share the pool reserved for it (``core.evaluate.memory_budget.baseline_bytes``); one measured in
+    one go (the judge, holding the device) has the process's whole cap."""
+    from core.roofline.counting import analytic_io_bytes
+
+    if isinstance(request, (BaselineInputs, BaselinePrepare)):
+        try:
+            read, written = analytic_io_bytes(problem, problem.workloads[index])
+        except (KeyError, ValueError, TypeError):  # shapes that cannot be counted: measured under the whole cap
+            cap_process(device)
+            return
+        cap_process(device, baseline_bytes(read, written, input_sets))
+    elif isinstance(request, Baseline):
+        cap_process(device)
 
 
 def request_for(problem: Problem, index: int, *, timing: TimingPolicy | None,

@@ -2,8 +2,9 @@
 
 Each POST /v1/chat/completions takes the next step of its script: a chat.completion reply (with tool calls and
 usage), an HTTP error (with an optional Retry-After), or a reply after a delay. When the script runs out, every
-request gets the ``forever`` step if there is one; else it waits until the server closes (then gets 503), so an
-agent past its transcript stays quiet instead of retrying. Each request is kept with its body and its size in bytes.
+request gets the ``forever`` step if there is one (or, for a callable, what it makes of the request's body); else it
+waits until the server closes (then gets 503), so an agent past its transcript stays quiet instead of retrying.
+Each request is kept with its body and its size in bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 
@@ -65,7 +67,8 @@ def slow(step: Step, delay_s: float) -> Step:
 
 
 class ScriptedServer:
-    def __init__(self, script: list[Step], *, reject_tools: bool = False, forever: Step | None = None):
+    def __init__(self, script: list[Step], *, reject_tools: bool = False,
+                 forever: Step | Callable[[dict], Step] | None = None):
         self.script = list(script)
         self.reject_tools = reject_tools
         self.forever = forever
@@ -135,7 +138,7 @@ class ScriptedServer:
             index = self._next
             if index >= len(self.script):
                 self.requests.append({**record, "step": "forever" if self.forever is not None else index})
-                return self.forever
+                return self.forever(body) if callable(self.forever) else self.forever
             self.requests.append({**record, "step": index})
             self._next += 1
             return self.script[index]
@@ -144,7 +147,8 @@ class ScriptedServer:
         """Tokens the server reported in the usage of the replies it was asked for (what it would bill)."""
         with self._lock:
             steps = [self.script[r["step"]] if isinstance(r["step"], int) and r["step"] < len(self.script)
-                     else self.forever if r["step"] == "forever" else None for r in self.requests]
+                     else self.forever if r["step"] == "forever" and not callable(self.forever) else None
+                     for r in self.requests]
         return sum((s.body or {}).get("usage", {}).get("total_tokens", 0) for s in steps
                    if s is not None and s.status == 200)
 

@@ -29,8 +29,9 @@ from core.evaluate import sandbox
 from core.evaluate.cores import confine_process, plan_cores
 from core.evaluate.device_gates import DeviceGates
 from core.evaluate.kernel_time import KernelTimeSampler
-from core.evaluate.memory_budget import (ALONE, DEFAULT_BUDGET, MemoryAsk, MemoryLedger, OnDemand, OomRetry,
-                                         baseline_bytes, capacity_bytes, hold_device, job_memory, wait_alone)
+from core.evaluate.memory_budget import (ALONE, BASELINE_FLOOR, DEFAULT_BUDGET, MemoryAsk, MemoryLedger, OnDemand,
+                                         OomRetry, baseline_bytes, capacity_bytes, hold_device, job_memory,
+                                         wait_alone)
 from core.evaluate.memory_cap import device_total_bytes, is_out_of_memory, worker_environment
 from core.evaluate.messages import (Baseline, BaselineAbandoned, BaselineForget, BaselineInputs, BaselineLookup,
                                     BaselineMiss, BaselinePrepare, BaselineReady, BaselineTime,
@@ -332,12 +333,13 @@ class EvaluationPool:
                                       machine_now=machine_now)
 
             read, written = analytic_io_bytes(problem, problem.workloads[index])
-            share = baseline_bytes(read, written, tb.DEFAULT_INPUT_SETS)
+            ask = MemoryAsk(baseline_bytes(read, written, tb.DEFAULT_INPUT_SETS), floor=BASELINE_FLOOR)
+            share = ask.bytes_for(slot.memory.capacity) if slot.memory is not None else ask.nbytes
             if (read + written) * (tb.DEFAULT_INPUT_SETS + 1) <= SEPARATE_BASELINE_MAX_BYTES:
                 async with helper.lock, OnDemand(slot.memory, share) as memory:
                     reply = await self._baseline_apart(slot, helper, request, timeout_s, priority, memory)
             else:
-                reply = await self._baseline_in_judge(slot, request, timeout_s, priority, MemoryAsk(share))
+                reply = await self._baseline_in_judge(slot, request, timeout_s, priority, ask)
             result = tb.from_reply(problem, index, reply)
             for attempt, wait_s in enumerate(self.oom_retry.waits_s):
                 if not _baseline_out_of_memory(result):

@@ -22,7 +22,7 @@ from core.store import RunReader
 pytestmark = pytest.mark.slow
 
 RUNNABLE, MISSING_BLOBS, TOO_LARGE = 44, 3, 3
-WALL_S = 50.0
+WALL_S, SECOND_WALL_S = 35.0, 20.0  # the second run only needs to prepare from the cache
 REFERENCE = "import torch\n\ndef run(x, w):\n    return torch.relu(x * w)\n"
 GOOD_MAIN = "import torch\n\n\ndef run(x, w, out):\n    torch.mul(x, w, out=out)\n    out.relu_()\n"
 KEY_ENV = "KF_MANY_PROBLEMS_KEY"
@@ -49,7 +49,7 @@ def write_many(root: Path) -> dict[str, str]:
     return kinds
 
 
-def write_config(path: Path, base_url: str) -> Path:
+def write_config(path: Path, base_url: str, wall_s: float) -> Path:
     sections = {
         "llm": {"base_url": base_url, "model": "scripted-model", "api_key_env": KEY_ENV, "timeout_s": 10.0,
                 "max_retries": 2, "context_tokens": 32768},
@@ -57,7 +57,7 @@ def write_config(path: Path, base_url: str) -> Path:
         "gpus": {"spare": False, "workload_timeout_s": 60.0},
         "planner": {"tick_s": 0.2, "plateau_attempts": 2},
         "evaluation": {"rounds": 1, "timing": "quick", "compile_baseline": False, "verify_rounds": 2},
-        "budgets": {"run_wall_s": WALL_S},
+        "budgets": {"run_wall_s": wall_s},
     }
     path.write_text("\n".join(f"[{section}]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in values.items())
                               for section, values in sections.items()) + "\n")
@@ -83,13 +83,14 @@ def test_fifty_problems_agents_never_parked_and_a_second_run_measures_nothing(tm
                     call("write_file", {"path": "main.py", "content": GOOD_MAIN}),
                     call("finish", {"note": "the reference, destination-passing"}))
     with ScriptedServer([], forever=hand_in) as server:
-        config_path = write_config(tmp_path / "fleet.toml", server.base_url)
+        config_path = write_config(tmp_path / "fleet.toml", server.base_url, WALL_S)
         state, took_s = run_once(tmp_path / "run1", config_path, tmp_path / "problems")
         first_request = server.requests[0]["at"] if server.requests else None
-        state2, took2_s = run_once(tmp_path / "run2", config_path, tmp_path / "problems")
+        second = write_config(tmp_path / "second.toml", server.base_url, SECOND_WALL_S)
+        _, took2_s = run_once(tmp_path / "run2", second, tmp_path / "problems")
     assert state in ("stopped", "finished")
     assert took_s < WALL_S + 30, f"the run took {took_s:.0f} s for a {WALL_S:.0f} s budget"
-    assert took2_s < WALL_S + 30
+    assert took2_s < SECOND_WALL_S + 30
 
     with RunReader(tmp_path / "run1") as reader:
         rows = {p.name: p for p in reader.problems()}

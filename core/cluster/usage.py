@@ -87,6 +87,19 @@ class ClusterUsage:
         usage = PoolUsage(devices=self.devices)
         for name in _SUMMED:
             setattr(usage, name, type(getattr(usage, name))(getattr(self, name)))
+        # Kernel time: measured where any actor measured it (its note says how), the devices' lists end to end.
+        measuring = [a for a in self._actors.values() if a.get("kernel_s") is not None]
+        if measuring:
+            usage.kernel_s = sum(float(a["kernel_s"]) for a in measuring)
+            usage.kernel_note = str(measuring[0].get("kernel_note", ""))
+            usage.device_kernel_s = [float(x) for a in measuring for x in a.get("device_kernel_s", [])]
+            usage.kernel_total_s = sum(float(a.get("kernel_total_s", 0.0)) for a in measuring)
+            usage.sampled_s = sum(float(a.get("sampled_s", 0.0)) for a in measuring)
+        elif self._actors:
+            usage.kernel_note = str(next(iter(self._actors.values())).get("kernel_note", usage.kernel_note))
+        for account in self._actors.values():
+            for phase, seconds in (account.get("held_s") or {}).items():
+                usage.held_s[phase] = usage.held_s.get(phase, 0.0) + float(seconds)
         return usage
 
     def busy_fraction(self) -> float | None:

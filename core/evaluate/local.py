@@ -72,7 +72,7 @@ class LocalEvaluator:
         return lines
 
     def news(self) -> list[str]:
-        return []  # this machine's devices do not come and go
+        return self.pool.take_news()  # this machine's devices do not come and go; memory retries are news
 
     async def run_confined(self, command: list[str], scratch: Path, env: dict[str, str], timeout_s: float,
                            priority: int = 0, *, problem: Problem | None = None,

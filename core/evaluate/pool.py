@@ -8,6 +8,7 @@ whole process group and replaced by the spare.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -186,6 +187,7 @@ class EvaluationPool:
         self._gates = DeviceGates(len(self._slots))
         self._next = itertools.count()
         self.usage = PoolUsage(devices=len(self._slots))
+        self._news: collections.deque[str] = collections.deque(maxlen=200)
         self.machine_check = machine_check
         self._kernel_time = KernelTimeSampler.start(self.usage, device,
                                                     [physical_gpu(g) for g in ids if g is not None])
@@ -344,9 +346,9 @@ class EvaluationPool:
             for attempt, wait_s in enumerate(self.oom_retry.waits_s):
                 if not _baseline_out_of_memory(result):
                     break
-                log.warning("T_b of %s workload %d ran out of device memory (%s); measured again in %g s, in the "
-                            "judge with the device's memory to itself (try %d of %d)", problem.name, index,
-                            result.error or result.compile_reason, wait_s, attempt + 1, self.oom_retry.tries)
+                self._tell(f"T_b of {problem.name} workload {index} ran out of device memory "
+                           f"({(result.error or result.compile_reason)[:300]}); measured again in {wait_s:g} s, in the "
+                           f"judge with the device's memory to itself (try {attempt + 1} of {self.oom_retry.tries})")
                 await anyio.sleep(wait_s)
                 result = tb.from_reply(problem, index,
                                        await self._baseline_in_judge(slot, request, timeout_s, priority, ALONE))
@@ -497,6 +499,8 @@ class EvaluationPool:
                 return _failed_verdict(index, loaded)
             return None
 
+        if slot.candidate.answered_out_of_turn():  # the last candidate wrote on its channel after its job ended
+            slot.replace_candidate()
         failed = await self._held_in(slot, "load", load(indices[0] if indices else 0))
         if failed is not None:
             return finish([failed])
@@ -536,6 +540,8 @@ class EvaluationPool:
                 break
         if waiting is not None:
             await settle(waiting)
+        if slot.candidate.answered_out_of_turn():  # never read as the answer to the next job's request
+            slot.replace_candidate()
         return finish([results[i] for i in indices if i in results])
 
     def _spent(self, slot: _DeviceSlot, phase: str, began: float) -> None:
@@ -671,14 +677,25 @@ class EvaluationPool:
             return WorkloadVerdict(index, Status.INVALID_REFERENCE, ref.reason, code=ReasonCode.read(ref.code))
         return ref
 
+    def _tell(self, line: str) -> None:
+        """A line for the run's log (``take_news``), and for this process's logger."""
+        log.warning("%s", line)
+        self._news.append(line)
+
+    def take_news(self) -> list[str]:
+        """What the pool has told since the last call (our own out-of-memory retries), oldest first."""
+        lines = list(self._news)
+        self._news.clear()
+        return lines
+
     async def _room_after_our_oom(self, slot: _DeviceSlot, attempt: int, what: str, reason: str) -> None:
         """Before ``what`` is tried again after our judge ran out of device memory: wait, up to the retry's backoff,
         for the device's other reservations to end (the job's then is the whole budget), lending the device
         meanwhile to the T_b steps that hold them (they need it to finish), unless the candidate's rounds run beside
         (a check of the workload before): nothing else may run on the device then."""
         wait_s = self.oom_retry.waits_s[attempt]
-        log.warning("%s: the judge ran out of device memory (%s); tried again when memory is free, within %g s "
-                    "(try %d of %d)", what, reason[:300], wait_s, attempt + 1, self.oom_retry.tries)
+        self._tell(f"{what}: the judge ran out of device memory ({reason[:300]}); tried again when memory is free, "
+                   f"within {wait_s:g} s (try {attempt + 1} of {self.oom_retry.tries})")
         if slot.memory is None or slot.held_memory is None:
             await anyio.sleep(wait_s)
             return
@@ -782,12 +799,19 @@ def _candidate_refused(slot: _DeviceSlot, index: int, reply: Any) -> tuple[Workl
     return _failed_verdict(index, reply), reply.fatal
 
 
+# What a candidate's process may say of its own workload; anything else only the judge or the pool may say.
+_CANDIDATE_FAILURES = frozenset({Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.INCORRECT_SHAPE,
+                                 Status.INCORRECT_DTYPE, Status.INCORRECT_NUMERICAL, Status.TIMEOUT,
+                                 Status.REWARD_HACK})
+
+
 def _failed_verdict(index: int, reply: Failed) -> WorkloadVerdict:
-    """A candidate's process's failure. It may claim anything: a fault of ours (an invalid reference, a code that
-    ``ReasonCode.ours``) is never taken from it; whatever ran out of memory there is the candidate's
-    (core.evaluate.memory_budget)."""
+    """A candidate's process's failure. It may claim anything (its code shares the process's channel): a verdict
+    only the judge gives (a pass, an invalid reference, a workload that cannot be built here, which would drop it
+    from the candidate's verdict and speedup) or a fault of ours (a code that ``ReasonCode.ours``) is never taken
+    from it; whatever ran out of memory there is the candidate's (core.evaluate.memory_budget)."""
     status, code = _status(reply.status), ReasonCode.read(reply.code)
-    status = Status.RUNTIME_ERROR if status is Status.INVALID_REFERENCE else status
+    status = status if status in _CANDIDATE_FAILURES else Status.RUNTIME_ERROR
     return WorkloadVerdict(index, status, reply.reason, code=ReasonCode.NONE if code.ours else code)
 
 

@@ -101,6 +101,14 @@ class WorkerProcess:
             raise self._gone(Status.REWARD_HACK, "the private channel carried something that is not a reply") \
                 from None
 
+    def answered_out_of_turn(self) -> bool:
+        """Whether something waits on the channel that no request asked for: code in the process (a candidate's)
+        wrote to it beside the harness, and the next request would read that as its answer."""
+        try:
+            return self.proc.poll() is None and self.conn.poll(0)
+        except (OSError, EOFError):
+            return False
+
     async def _receive(self, timeout_s: float) -> Any:
         def receive() -> bytes | None:
             try:

@@ -100,7 +100,6 @@ class RunContext:
         self.exhausted: set[tuple[str, int, int | None]] = set()
         self.activity: dict[int, deque] = {}  # problem id -> (time, gpu seconds, gain)
         self.prepared_all = False
-        self.preparation_s: dict[int, float] = {}  # problem id -> seconds its preparation took here
         self.attempts_done = 0  # evaluated by this process
         self.composing: set[int] = set()  # problems whose composite is being built or evaluated
         self.verifying: set[int] = set()  # problems whose settled best is being re-verified during the run

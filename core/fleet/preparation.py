@@ -51,8 +51,8 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
                           problem_id=problem_id)
             await _prepare(run, attempts, problem_id, problem)
             if fresh:
-                run.preparation_s[problem_id] = time.monotonic() - began
-            line = preparation_line(run.store.problems(), time.monotonic() - started, run.preparation_s, at_once)
+                run.store.update_problem(problem_id, preparation_s=time.monotonic() - began)
+            line = preparation_line(run.store.problems(), time.monotonic() - started)
             if line:
                 run.event("log", line, problem_id=problem_id)
         except Exception as exc:  # noqa: BLE001 - one problem that cannot be prepared must not end the run

@@ -3,7 +3,7 @@ the headless log and the TUI's header (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from core.store.model import ProblemRow
 
@@ -28,46 +28,49 @@ def preparation_left_s(prepared: int, total: int, elapsed_s: float) -> float | N
     return elapsed_s / prepared * (total - prepared)
 
 
-def preparation_left_by_subset_s(rows: Iterable[ProblemRow], took_s: Mapping[int, float],
-                                 at_once: int) -> float | None:
-    """Seconds until every problem is prepared: for each problem not yet prepared, the mean time its subset's
-    prepared ones took here (all subsets' mean where its own has none yet), over the preparations that run side by
-    side. Problems prepared before this start (``took_s`` lacks them) and unrunnable ones are not in the pace. None
-    before the first preparation of this start ends, or once all are done."""
+def preparation_left_by_subset_s(rows: Iterable[ProblemRow], elapsed_s: float) -> float | None:
+    """Seconds until every problem is prepared: for each problem not prepared yet, the mean time its subset's
+    prepared ones took (``subset_paces``; every subset's mean where its own has none yet), over how many
+    preparations ran side by side so far (the time they took in all over ``elapsed_s``, at least one). Unrunnable
+    problems are left out, and so are those prepared with no time recorded (before store version 11). None before
+    the first preparation ends, or once all are done."""
     rows = preparable(rows)
-    done = [(r.subset, took_s[r.id]) for r in rows if is_prepared(r) and r.id in took_s]
+    took = [r.preparation_s for r in rows if is_prepared(r) and r.preparation_s is not None]
     waiting = [r for r in rows if not is_prepared(r)]
-    if not done or not waiting:
+    if not took or not waiting or elapsed_s <= 0:
         return None
-    by_subset: dict[str, list[float]] = {}
-    for subset, seconds in done:
-        by_subset.setdefault(subset, []).append(seconds)
-    overall = sum(s for _, s in done) / len(done)
-    mean = {subset: sum(times) / len(times) for subset, times in by_subset.items()}
-    return sum(mean.get(r.subset, overall) for r in waiting) / max(1, at_once)
+    paces, overall = subset_paces(rows), sum(took) / len(took)
+    return sum(paces.get(r.subset, overall) for r in waiting) / max(1.0, sum(took) / elapsed_s)
 
 
-def preparation_line(rows: Iterable[ProblemRow], elapsed_s: float, took_s: Mapping[int, float] | None = None,
-                     at_once: int = 1) -> str:
-    """E.g. "prepared 5/21 problems in 4 min 9 s; about 13 min left (L1 94 s, L2 2 min each, 4 at a time)"; ""
-    once every problem is prepared. With ``took_s`` (problem id -> seconds its preparation took), the estimate is
-    per subset (``preparation_left_by_subset_s``); without, at the pace so far."""
+def subset_paces(rows: Iterable[ProblemRow]) -> dict[str, float]:
+    """Subset -> the mean seconds its prepared problems' preparations took."""
+    times: dict[str, list[float]] = {}
+    for r in preparable(rows):
+        if is_prepared(r) and r.preparation_s is not None:
+            times.setdefault(r.subset, []).append(r.preparation_s)
+    return {subset: sum(t) / len(t) for subset, t in sorted(times.items())}
+
+
+def preparation_eta_s(rows: Iterable[ProblemRow], elapsed_s: float) -> float | None:
+    """The estimate the log and the TUI show: each subset at its own pace (``preparation_left_by_subset_s``), or,
+    without recorded preparation times, the pace so far (``preparation_left_s``)."""
+    rows = preparable(rows)
+    left = preparation_left_by_subset_s(rows, elapsed_s)
+    return left if left is not None else preparation_left_s(sum(is_prepared(r) for r in rows), len(rows), elapsed_s)
+
+
+def preparation_line(rows: Iterable[ProblemRow], elapsed_s: float) -> str:
+    """E.g. "prepared 5/21 problems in 4 min 9 s; about 13 min left (L1 1 min 40 s, Quant 10 s each)"; "" once
+    every problem is prepared (``preparation_eta_s``)."""
     rows = preparable(rows)
     prepared = sum(is_prepared(r) for r in rows)
     if prepared >= len(rows):
         return ""
-    pace = ""
-    if took_s is not None:
-        left = preparation_left_by_subset_s(rows, took_s, at_once)
-        subsets: dict[str, list[float]] = {}
-        for r in rows:
-            if r.id in took_s and is_prepared(r):
-                subsets.setdefault(r.subset, []).append(took_s[r.id])
-        if left is not None:
-            pace = " (" + ", ".join(f"{subset} {duration(sum(t) / len(t))}" for subset, t in sorted(subsets.items())) \
-                + f" each, {at_once} at a time)"
-    else:
-        left = preparation_left_s(prepared, len(rows), elapsed_s)
+    left = preparation_eta_s(rows, elapsed_s)
+    paces = subset_paces(rows)
+    pace = " (" + ", ".join(f"{subset} {duration(seconds)}" for subset, seconds in paces.items()) + " each)" \
+        if paces and left is not None else ""
     return (f"prepared {prepared}/{len(rows)} problems in {duration(elapsed_s)}"
             + (f"; about {duration(left)} left{pace}" if left is not None else ""))
 

@@ -106,6 +106,7 @@ class ProblemRow:
     workloads: tuple[WorkloadInfo, ...] = ()
     frontier: tuple[FrontierMember, ...] = ()
     baseline_model: str = ""  # the GPU model ``workloads``' T_b was measured on ("" before store version 8)
+    preparation_s: float | None = None  # how long its preparation took (None: not prepared, or before version 11)
 
 
 @dataclass(frozen=True)
@@ -343,7 +344,7 @@ def problem_from_row(r) -> ProblemRow:
                       bool(r["pinned"]), r["status"], r["best_attempt_id"], r["best_speedup"], r["best_sol"],
                       r["seed_attempt_id"], r["seed_speedup"], r["seed_sol"], r["attempts"], r["failures_in_row"],
                       r["since_improvement"], r["tokens"], r["dollars"], r["gpu_seconds"], r["wall_seconds"],
-                      r["last_change_at"], workloads, frontier, r["baseline_model"])
+                      r["last_change_at"], workloads, frontier, r["baseline_model"], r["preparation_s"])
 
 
 def frontier_member_to_dict(member: FrontierMember) -> dict[str, Any]:

@@ -213,6 +213,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE metrics ADD COLUMN gpu_kernel_note TEXT NOT NULL DEFAULT '';
     ALTER TABLE metrics ADD COLUMN gpu_held_json TEXT NOT NULL DEFAULT '{}';
     """,
+    # 11: how long each problem's preparation took (T_sol, T_b, the seed), for the estimate of the preparation left
+    # (``core.report.progress``), the same in the log and the TUI; NULL: not prepared, or before this version.
+    """
+    ALTER TABLE problems ADD COLUMN preparation_s REAL;
+    """,
 )
 
 

@@ -19,7 +19,7 @@ from core.store.schema import DB_NAME, migrate
 
 _PROBLEM_FIELDS = {"op", "priority", "paused", "pinned", "status", "best_attempt_id", "best_speedup", "best_sol",
                    "seed_attempt_id", "seed_speedup", "seed_sol", "attempts", "failures_in_row", "since_improvement",
-                   "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at"}
+                   "tokens", "dollars", "gpu_seconds", "wall_seconds", "last_change_at", "preparation_s"}
 MAX_NOTE_CHARS = 500
 CACHED_ATTEMPTS = 4096  # finished attempts kept decoded in memory (the oldest read is dropped first)
 _AGENT_FIELDS = {"state", "problem_id", "paused", "attempts", "failures_in_row", "tokens", "dollars", "model",

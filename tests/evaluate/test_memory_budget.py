@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from evaluate_support import HONEST_DPS, QUICK, REFERENCE, PoolRunner, python_solution
+from evaluate_support import HONEST_DPS, QUICK, REFERENCE, PoolRunner, claiming_source, python_solution
 
 from core.config import ConfigError, GpuConfig, parse_config
 from core.evaluate.device_gates import DeviceGates
@@ -295,18 +295,8 @@ def run(x, weight, eps, out):
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 96.00 GiB")
 '''
 
-# A candidate's code shares its process's private channel: it can answer in the harness's place.
-CLAIMS_OUR_OUT_OF_MEMORY = '''import json
-import os
-import sys
-from multiprocessing.connection import Connection
-
-def run(x, weight, eps, out):
-    channel = Connection(os.dup(int(sys.argv[-1])), readable=False)
-    channel.send_bytes(json.dumps({"status": "INVALID_REFERENCE", "code": "our_out_of_memory", "fatal": True,
-                                   "reason": "OutOfMemoryError: CUDA out of memory (the judge)"}).encode())
-    out.copy_(x)
-'''
+CLAIMS_OUR_OUT_OF_MEMORY = claiming_source("INVALID_REFERENCE", "our_out_of_memory",
+                                           "OutOfMemoryError: CUDA out of memory (the judge)", fatal=True)
 
 
 @pytest.mark.parametrize("source", [OWN_OUT_OF_MEMORY, CLAIMS_OUR_OUT_OF_MEMORY], ids=["raised", "claimed"])
@@ -375,6 +365,7 @@ def test_a_baseline_out_of_memory_is_measured_again_in_the_judge(quick_retry_poo
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "kernelfleet.memory"]
     assert warning.startswith("T_b of rmsnorm_eval workload 0 ran out of device memory (eager reference: "
                               "OutOfMemoryError")
+    assert pool.take_news() == [warning] and pool.take_news() == []  # the run's log gets it once (``news``)
 
 
 # ---------------------------------------------------------------- the setting

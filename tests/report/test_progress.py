@@ -1,8 +1,12 @@
 """The preparation's progress and its ETA (core.report.progress): the one formula the headless log and the TUI's
 header use."""
 
-from core.report.progress import (duration, is_prepared, preparation_left_by_subset_s, preparation_left_s,
-                                   preparation_line)
+import dataclasses
+
+import pytest
+
+from core.report.progress import (duration, is_prepared, preparation_eta_s, preparation_left_by_subset_s,
+                                   preparation_left_s, preparation_line)
 from core.store.model import ProblemRow, WorkloadInfo
 
 
@@ -33,23 +37,26 @@ def test_durations_read_as_a_person_would_say_them():
                                                                       "2 h 1 min"]
 
 
-def subset_row(n: int, subset: str, *, prepared=False, status="waiting") -> ProblemRow:
-    r = row(n, attempts=1 if prepared else 0, status=status)
-    return ProblemRow(*[subset if name == "subset" else getattr(r, name) for name in ProblemRow.__dataclass_fields__])
+def subset_row(n: int, subset: str, *, took_s: float | None = None, prepared=False, status="waiting"):
+    return dataclasses.replace(row(n, attempts=1 if prepared or took_s else 0, status=status), subset=subset,
+                               preparation_s=took_s)
 
 
 def test_the_eta_counts_each_subset_at_its_own_pace_and_leaves_out_the_unrunnable():
-    # L1 problems took 100 s each here, Quant ones 10 s; 4 prepared side by side. Unrunnable problems and those
-    # prepared before this start (no time taken here) are not in the pace; a subset with none done yet counts at
-    # every subset's mean (55 s).
-    rows = ([subset_row(1, "L1", prepared=True), subset_row(2, "L1", prepared=True),
-             subset_row(3, "Quant", prepared=True), subset_row(4, "Quant", prepared=True),
+    # L1 problems took 100 s each, Quant ones 10 s; 220 s of preparation in 120 s: 1.83 side by side. An unrunnable
+    # problem is not counted, nor one prepared with no time recorded (an older store); a subset with none done yet
+    # counts at every subset's mean (55 s).
+    rows = ([subset_row(1, "L1", took_s=100.0), subset_row(2, "L1", took_s=100.0),
+             subset_row(3, "Quant", took_s=10.0), subset_row(4, "Quant", took_s=10.0),
              subset_row(5, "L1", prepared=True)]
             + [subset_row(10 + i, "L1") for i in range(8)] + [subset_row(20 + i, "Quant") for i in range(4)]
             + [subset_row(30, "L2"), subset_row(31, "FlashInfer", status="unrunnable")])
-    took = {1: 100.0, 2: 100.0, 3: 10.0, 4: 10.0}
-    assert preparation_left_by_subset_s(rows, took, at_once=4) == (8 * 100 + 4 * 10 + 55) / 4
-    line = preparation_line(rows, 120.0, took, at_once=4)
-    assert line == ("prepared 5/18 problems in 2 min; about 3 min 44 s left (L1 1 min 40 s, Quant 10 s each, 4 at "
-                    "a time)")
-    assert preparation_left_by_subset_s(rows, {}, at_once=4) is None  # nothing prepared in this start yet
+    left = preparation_left_by_subset_s(rows, 120.0)
+    assert left == pytest.approx((8 * 100 + 4 * 10 + 55) / (220 / 120))
+    assert preparation_eta_s(rows, 120.0) == left
+    assert preparation_line(rows, 120.0) == ("prepared 5/18 problems in 2 min; about 8 min 8 s left (L1 1 min 40 s, "
+                                             "Quant 10 s each)")
+    # Without recorded times (a store from before version 11): the pace so far.
+    older = [dataclasses.replace(r, preparation_s=None) for r in rows]
+    assert preparation_left_by_subset_s(older, 120.0) is None
+    assert preparation_eta_s(older, 120.0) == preparation_left_s(5, 18, 120.0)

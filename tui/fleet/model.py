@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 
 from core.report.figures import busy_fraction, device_word, kernel_fraction, problem_figures
-from core.report.progress import duration, is_prepared, preparable, preparation_left_s
+from core.report.progress import duration, is_prepared, preparable, preparation_eta_s
 from core.store.model import ProblemRow
 from tui.fleet.lifecycle import state_text
 from tui.formatting import fmt_count, fmt_duration, fmt_sol, fmt_x, sparkline
@@ -47,7 +47,7 @@ def header_lines(s: Snapshot, width: int | None = None) -> list[str]:
     to_prepare = preparable(s.problems)
     prepared = sum(is_prepared(p) for p in to_prepare)
     if run is not None and run.state == "running" and prepared < len(to_prepare):
-        left = preparation_left_s(prepared, len(to_prepare), s.now - run.created_at)
+        left = preparation_eta_s(to_prepare, s.now - run.created_at)
         progress = f"preparing {prepared}/{len(to_prepare)}" + (f", ~{duration(left)} left" if left else "")
     elif state == "running":
         progress = f"problems {active} active, {done_count(s.problems)} done / {len(s.problems)}"

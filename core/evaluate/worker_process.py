@@ -103,7 +103,10 @@ class WorkerProcess:
 
     def answered_out_of_turn(self) -> bool:
         """Whether something waits on the channel that no request asked for: code in the process (a candidate's)
-        wrote to it beside the harness, and the next request would read that as its answer."""
+        wrote to it beside the harness, and the next request would read that as its answer. (A process not yet
+        ready has its ready message waiting: that one is asked for.)"""
+        if not self.ready or self.in_request:
+            return False
         try:
             return self.proc.poll() is None and self.conn.poll(0)
         except (OSError, EOFError):

@@ -22,7 +22,7 @@ from core.store import RunReader
 pytestmark = pytest.mark.slow
 
 RUNNABLE, MISSING_BLOBS, TOO_LARGE = 44, 3, 3
-WALL_S, SECOND_WALL_S = 35.0, 20.0  # the second run only needs to prepare from the cache
+WALL_S, SECOND_WALL_S = 25.0, 15.0  # the second run only needs to prepare from the cache
 REFERENCE = "import torch\n\ndef run(x, w):\n    return torch.relu(x * w)\n"
 GOOD_MAIN = "import torch\n\n\ndef run(x, w, out):\n    torch.mul(x, w, out=out)\n    out.relu_()\n"
 KEY_ENV = "KF_MANY_PROBLEMS_KEY"

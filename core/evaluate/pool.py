@@ -794,7 +794,8 @@ def _candidate_refused(slot: _DeviceSlot, index: int, reply: Any) -> tuple[Workl
     fatal fault). A process that faulted or was caught cheating is replaced: it may have left anything behind."""
     if not isinstance(reply, Failed):  # a success of another request's kind: not an answer to this one
         reply = Failed("RUNTIME_ERROR", "the candidate process answered out of turn")
-    if reply.fatal or reply.status == "REWARD_HACK":
+    forged = _status(reply.status) not in _CANDIDATE_FAILURES or ReasonCode.read(reply.code).ours
+    if reply.fatal or reply.status == "REWARD_HACK" or forged:  # forged: its code wrote on the harness's channel
         slot.replace_candidate()
     return _failed_verdict(index, reply), reply.fatal
 

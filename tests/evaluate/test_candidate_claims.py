@@ -10,8 +10,8 @@ from evaluate_support import HONEST_DPS, claiming_source, python_solution
 
 from core.evaluate.verdict import ReasonCode, Status
 
-@pytest.mark.parametrize("status, code", [("UNAVAILABLE", ""), ("PASSED", ""), ("INVALID_REFERENCE", ""),
-                                          ("REJECTED", ""), ("RUNTIME_ERROR", "our_out_of_memory")])
+# (A claimed invalid reference: tests/evaluate/test_memory_budget.py.)
+@pytest.mark.parametrize("status, code", [("UNAVAILABLE", ""), ("PASSED", ""), ("RUNTIME_ERROR", "our_out_of_memory")])
 def test_a_verdict_only_the_judge_gives_is_never_taken_from_the_candidate(cpu_pool, rmsnorm_problem, status, code):
     verdict = cpu_pool.evaluate(rmsnorm_problem, python_solution(claiming_source(status, code)), workloads=(0, 1),
                                 timing=None)
@@ -23,9 +23,9 @@ def test_a_verdict_only_the_judge_gives_is_never_taken_from_the_candidate(cpu_po
 
 
 def test_a_claim_left_on_the_channel_never_answers_the_next_candidate(cpu_pool, rmsnorm_problem):
-    # The claim goes first and the harness's own answer after it: one of them stays unread when the job ends. The
-    # next job, another candidate's, runs in a fresh process and is judged on its own.
-    claimed = cpu_pool.evaluate(rmsnorm_problem, python_solution(claiming_source("RUNTIME_ERROR")), workloads=(0,),
+    # The claim goes first and the harness's own answer after it, which stays unread: a process caught claiming
+    # what only the judge says is replaced, so the next job, another candidate's, is judged on its own.
+    claimed = cpu_pool.evaluate(rmsnorm_problem, python_solution(claiming_source("UNAVAILABLE")), workloads=(0,),
                                 timing=None)
     assert claimed.status is Status.RUNTIME_ERROR
     honest = cpu_pool.evaluate(rmsnorm_problem, python_solution(HONEST_DPS), workloads=(0, 1), timing=None)

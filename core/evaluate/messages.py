@@ -105,6 +105,9 @@ class _BaselineFields:
     use_cache: bool = True
     forget: bool = False
     machine_now: dict[str, Any] | None = None
+    # The share of the device's memory the pool reserved for a T_b made in steps: its process's cap while it makes
+    # the inputs and compiles. None: the share's estimate (``core.evaluate.memory_budget.baseline_bytes``).
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ whole process group and replaced by the spare.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import logging
 import os
@@ -400,6 +401,8 @@ class EvaluationPool:
         compile_failure = ""
         while True:
             message = request(compile_failure)
+            if memory.ledger is not None:  # the process keeps to the share reserved for it, floor included
+                message = dataclasses.replace(message, memory_bytes=min(memory.nbytes, memory.ledger.capacity))
             worker = helper.worker()
             try:
                 if not compile_failure:  # a cached T_b needs no GPU

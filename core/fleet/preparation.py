@@ -1,9 +1,11 @@
 """Each problem made ready for agents: T_sol and T_b of its workloads measured (``core.fleet.baselines``), attempts
-an interrupted start left pending re-evaluated, and its seed evaluated; beside it, the machine's facts gathered."""
+an interrupted start left pending re-evaluated, and its seed evaluated (a seed that is the reference itself beside
+the next preparations); beside it all, the machine's facts gathered."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 
@@ -12,12 +14,19 @@ from core.fleet.context import RunContext
 from core.fleet.attempt import Candidate
 from core.fleet.facts import gather_facts as gather_machine_facts
 from core.fleet.run_attempts import RunAttempts, outcome_line
-from core.fleet.seeds import pick_seed
+from core.fleet.seeds import REFERENCE_ORIGIN, pick_seed
 from core.problem.schema import Problem
 from core.roofline.counting import analytic_io_bytes
 from core.report.progress import duration, is_prepared, preparation_line
 from core.solution.io import parse_solution
+from core.solution.schema import Solution
 from core.store.model import ProblemRow
+
+# A seed that is the problem's own reference is evaluated after the preparations' T_b steps and before agents'
+# candidates, beside the next preparations rather than in their slot: its evaluation holds the GPU about as long as
+# the problem's T_b did, while the slot can start the next problem's torch.compile on the CPU. The problem is ready
+# for agents once its seed is in, as with any seed.
+REFERENCE_SEED_PRIORITY = PREPARATION_PRIORITY - 1
 
 
 async def gather_facts(run: RunContext) -> None:
@@ -49,7 +58,7 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
                 run.event("log", f"preparing ({begun} of {total} begun): T_sol, T_b of "
                                  f"{sum(not w.unavailable for w in problem.workloads)} workloads, the seed",
                           problem_id=problem_id)
-            await _prepare(run, attempts, problem_id, problem)
+            deferred = await _prepare(run, attempts, problem_id, problem, later)
             if fresh:
                 run.store.update_problem(problem_id, preparation_s=time.monotonic() - began)
             line = preparation_line(run.store.problems(), time.monotonic() - started)
@@ -62,7 +71,8 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
             run.event("log", f"could not prepare the problem: {type(exc).__name__}: {str(exc)[:300]}",
                       problem_id=problem_id)
             return
-        run.ready.add(problem_id)
+        if not deferred:
+            run.ready.add(problem_id)
 
     async def preparer() -> None:
         while waiting:
@@ -71,12 +81,22 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
             waiting.remove(problem_id)
             await prepare_one(problem_id, run.problems[problem_id])
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(min(at_once, max(1, total))):
-            tg.start_soon(preparer)
+    async with anyio.create_task_group() as seeds:
+        async def seed_later(problem_id: int, solution: Solution, origin: str) -> None:
+            try:
+                await _evaluate_seed(run, attempts, problem_id, solution, origin, REFERENCE_SEED_PRIORITY)
+            except Exception as exc:  # noqa: BLE001 - the problem is measured: agents work on it without a seed
+                run.event("log", f"the seed could not be evaluated: {type(exc).__name__}: {str(exc)[:300]}",
+                          problem_id=problem_id)
+            run.ready.add(problem_id)
+
+        later = lambda problem_id, solution, origin: seeds.start_soon(seed_later, problem_id, solution, origin)  # noqa: E731
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(at_once, max(1, total))):
+                tg.start_soon(preparer)
+        if begun:
+            run.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")
     run.prepared_all = True
-    if begun:
-        run.event("log", f"prepared {total}/{total} problems in {duration(time.monotonic() - started)}")
 
 
 def preparation_cost(problem: Problem) -> tuple[int, int]:
@@ -94,7 +114,9 @@ def preparation_order(row: ProblemRow, cost: tuple[int, int]) -> tuple:
     return (not is_prepared(row), row.paused, -row.priority, cost, row.id)
 
 
-async def _prepare(run: RunContext, attempts: RunAttempts, problem_id: int, problem: Problem) -> None:
+async def _prepare(run: RunContext, attempts: RunAttempts, problem_id: int, problem: Problem,
+                   seed_later: Callable[[int, Solution, str], None]) -> bool:
+    """Whether the seed was left to ``seed_later``, which makes the problem ready once the seed is in."""
     row = run.store.problem(problem_id)
     runnable = [w.index for w in problem.workloads if not w.unavailable]
     if not row.workloads and runnable:
@@ -108,5 +130,14 @@ async def _prepare(run: RunContext, attempts: RunAttempts, problem_id: int, prob
                                 priority=PREPARATION_PRIORITY)
     if not any(a.note == "seed" for a in run.store.attempts(problem_id)):
         solution, origin = pick_seed(problem, run.device, tuple(run.config.fleet.languages))
-        recorded = await attempts.attempt(problem_id, Candidate(solution, note="seed"), priority=PREPARATION_PRIORITY)
-        run.event("log", f"seed from {origin}: {outcome_line(recorded.attempt)}", problem_id=problem_id)
+        if origin == REFERENCE_ORIGIN:
+            seed_later(problem_id, solution, origin)
+            return True
+        await _evaluate_seed(run, attempts, problem_id, solution, origin, PREPARATION_PRIORITY)
+    return False
+
+
+async def _evaluate_seed(run: RunContext, attempts: RunAttempts, problem_id: int, solution: Solution, origin: str,
+                         priority: int) -> None:
+    recorded = await attempts.attempt(problem_id, Candidate(solution, note="seed"), priority=priority)
+    run.event("log", f"seed from {origin}: {outcome_line(recorded.attempt)}", problem_id=problem_id)

@@ -12,6 +12,9 @@ from core.solution.io import load_solution
 from core.solution.schema import Solution
 
 
+REFERENCE_ORIGIN = "the reference (no shipped solution fits this run)"
+
+
 def pick_seed(problem: Problem, device: str, languages: tuple[str, ...]) -> tuple[Solution, str]:
     """(solution, where it came from)."""
     folder = Path(problem.path) / "solutions"
@@ -26,4 +29,4 @@ def pick_seed(problem: Problem, device: str, languages: tuple[str, ...]) -> tupl
         if language not in languages or (device == "cpu" and language != "pytorch"):
             continue
         return solution, f"solutions/{path.name}"
-    return reference_as_solution(problem), "the reference (no shipped solution fits this run)"
+    return reference_as_solution(problem), REFERENCE_ORIGIN

@@ -18,12 +18,13 @@ from evaluate_support import HONEST_DPS, QUICK, REFERENCE, PoolRunner, claiming_
 from core.config import ConfigError, GpuConfig, parse_config
 from core.evaluate.device_gates import DeviceGates
 from core.evaluate.hosts import HostOptions
-from core.evaluate.memory_budget import (ALONE, CONTEXT_BYTES, DEFAULT_BUDGET, JOB_FLOOR, WORKING_FLOOR_BYTES,
-                                         MemoryAsk, MemoryLedger, OomRetry, admits, baseline_bytes, capacity_bytes,
+from core.evaluate.memory_budget import (ALONE, BASELINE_FLOOR, CONTEXT_BYTES, DEFAULT_BUDGET, JOB_FLOOR,
+                                         WORKING_FLOOR_BYTES, MemoryAsk, MemoryLedger, OomRetry, admits, baseline_bytes, capacity_bytes,
                                          hold_device, job_ask, job_bytes, job_memory, wait_alone)
 from core.evaluate.memory_cap import ceiling, is_out_of_memory, worker_environment
 from core.evaluate.messages import Check, Failed, Reference, ReferenceMade
 from core.evaluate.verdict import ReasonCode, Status
+from core.problem import load_problem
 
 GiB = 1 << 30
 ROOT = Path(__file__).resolve().parents[2]
@@ -492,3 +493,43 @@ def test_a_baseline_measured_under_the_budget(rmsnorm_problem, caplog):
     assert all(r.ok for r in results), [r.error for r in results]
     assert not any(is_out_of_memory(r.compile_reason) for r in results), [r.compile_reason for r in results]
     assert left_reserved == 0
+
+
+WIDE_INTERMEDIATE = '''import torch
+
+@torch.no_grad()
+def run(x):
+    wide = torch.ones(3 << 28, dtype=torch.float32, device=x.device)  # 3 GiB: an attention's scores, say
+    return x * wide[:1]
+'''
+
+
+@pytest.mark.gpu
+def test_a_baseline_keeps_its_floor_when_intermediates_outgrow_the_estimate(tmp_path):
+    """A reference whose intermediates the byte count cannot see (3 GiB beside a few kB of inputs): its process
+    is capped at the share the pool reserved, floor included, not at the estimate, so no out-of-memory is retried."""
+    from core.evaluate.pool import EvaluationPool
+
+    folder = tmp_path / "misc" / "wide"
+    folder.mkdir(parents=True)
+    (folder / "definition.json").write_text(json.dumps({
+        "name": "wide", "description": "A small output through a wide intermediate.",
+        "axes": {"n": {"type": "var"}}, "custom_inputs_entrypoint": None,
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}}, "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": WIDE_INTERMEDIATE}))
+    (folder / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {"n": 1024},
+                                                       "inputs": {"x": {"type": "random"}},
+                                                       "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5}}) + "\n")
+    problem = load_problem(folder)
+    retried = []
+
+    async def main():
+        async with EvaluationPool("cuda", spare=False, memory_budget=0.5, baseliners_per_device=1,
+                                  machine_check=False) as pool:
+            assert 3 << 30 < int(BASELINE_FLOOR * pool._slots[0].memory.capacity)
+            pool._tell = retried.append
+            return await pool.baseline(problem, [0], timing=QUICK, compile_timeout_s=60, use_cache=False)
+
+    (result,) = anyio.run(main)
+    assert result.ok and not is_out_of_memory(result.compile_reason), result
+    assert retried == []

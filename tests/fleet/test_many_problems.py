@@ -112,9 +112,9 @@ def test_fifty_problems_agents_never_parked_and_a_second_run_measures_nothing(tm
     # The agents started on the first prepared problems while others were still being prepared.
     agent_done = sorted(a.created_at for a in attempts if a.agent_id is not None)
     assert agent_done, "no agent attempt at all"
-    seeds = sorted(a.created_at for a in attempts if a.note == "seed")
-    assert len(seeds) >= 10
-    assert agent_done[0] < seeds[-1], "the first agent attempt waited for the whole preparation"
+    measured = sorted(e.ts for e in events if e.message.startswith("baseline "))
+    assert len(measured) >= 10
+    assert agent_done[0] < measured[-1], "the first agent attempt waited for the whole preparation"
     assert first_request is not None
     prepared_logs = [e.message for e in events if e.message.startswith("prepared ") and " left (" in e.message]
     assert prepared_logs, "no preparation estimate per subset was logged"

@@ -139,11 +139,15 @@ def _finished(result: WorkloadBaseline, cache_key: str, meta: dict[str, Any], de
 
 def _cap_memory(device, request: BaselineRequest, problem: Problem, index: int, input_sets: int) -> None:
     """The process's memory cap for ``request``: a T_b made in steps beside candidate jobs (a process of its own)
-    keeps to the share the pool reserved for it (``core.evaluate.memory_budget.baseline_bytes``); one measured in
-    one go (the judge, holding the device) has the process's whole cap."""
+    keeps to the share the pool reserved for it (``request.memory_bytes``, with its floor: an attention's eager
+    intermediates are not in the estimate; else ``core.evaluate.memory_budget.baseline_bytes``); one measured in one
+    go (the judge, holding the device) has the process's whole cap."""
     from core.roofline.counting import analytic_io_bytes
 
     if isinstance(request, (BaselineInputs, BaselinePrepare)):
+        if request.memory_bytes is not None:
+            cap_process(device, request.memory_bytes)
+            return
         try:
             read, written = analytic_io_bytes(problem, problem.workloads[index])
         except (KeyError, ValueError, TypeError):  # shapes that cannot be counted: measured under the whole cap

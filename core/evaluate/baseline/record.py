@@ -50,6 +50,10 @@ class WorkloadBaseline:
     # Whether T_b's timing was host-bound (TimingMethod.host_bound); None in an entry cached before the flag, which
     # reads it from ``timing_method`` once, here.
     timing_host_bound: bool | None = None
+    # The method (METHOD_EAGER or METHOD_COMPILED) timed only briefly: it was more than RACE_MARGIN times slower
+    # than the other (core.evaluate.baseline.measure), so its figure is a brief timing's; "" when both were timed
+    # in full.
+    brief: str = ""
 
     def __post_init__(self) -> None:
         if self.timing_host_bound is None:

@@ -82,6 +82,14 @@ def run_fleet(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=err)
         return 2
     notes: list[str] = []
+    try:
+        failure = _probe_models(_stored_config(args.resume) if args.resume else config, notes, args.headless)
+    except KeyboardInterrupt:
+        print("error: interrupted while probing the model endpoints; nothing was started", file=err)
+        return 130
+    if failure:
+        print(f"error: {failure}", file=err)
+        return 2
     if args.resume:
         run_dir, paths = args.resume, None
     else:
@@ -135,15 +143,38 @@ def _start(fleet: Fleet, notes: list[str]) -> None:
 def _stored_cluster(run_dir: Path) -> ClusterConfig:
     """The [cluster] section of the config a run stored (the default when none, or when the store cannot be read:
     the run's own start says why)."""
+    stored = _stored_config(run_dir)
+    return stored.cluster if stored is not None else ClusterConfig()
+
+
+def _stored_config(run_dir: Path) -> FleetConfig | None:
+    """The config a run stored; None when there is none or the store cannot be read (the run's start says why)."""
     from core.config import parse_config
     from core.store import RunReader
 
     try:
         with RunReader(run_dir) as reader:
             info = reader.run_info()
-        return parse_config(info.config).cluster if info is not None else ClusterConfig()
+        return parse_config(info.config) if info is not None else None
     except (OSError, ValueError, ConfigError):
-        return ClusterConfig()
+        return None
+
+
+def _probe_models(config: FleetConfig | None, notes: list[str], headless: bool) -> str | None:
+    """Before anything starts, one tiny call to each endpoint the run will call (``core.llm.probe``): its lines go
+    to the run's log (``notes``), and at once to the terminal before the UI takes it; the error line's text when an
+    endpoint cannot work (every line printed first)."""
+    if config is None:
+        return None
+    from core.llm.probe import probe_models  # runs that call no model import no openai client
+
+    lines: list[str] = []
+    failure = probe_models(config, lines.append)
+    if failure or not headless:
+        for line in lines:
+            print(line, flush=True)
+    notes += lines
+    return failure
 
 
 def one_line_error(exc: BaseException) -> BaseException | None:

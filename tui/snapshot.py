@@ -29,13 +29,22 @@ class Totals:
     dollars: float = 0.0
     gpu_seconds: float = 0.0
     estimated: bool = False  # some tokens are estimates (the endpoint reported no usage)
+    # Of the tokens and dollars: reasoning tokens and cached prompt tokens, with what they cost.
+    reasoning_tokens: int = 0
+    reasoning_dollars: float = 0.0
+    cached_tokens: int = 0
+    cached_dollars: float = 0.0
 
     def plus(self, attempt: AttemptRow) -> Totals:
         return replace(self, attempts=self.attempts + 1, gpu_seconds=self.gpu_seconds + attempt.gpu_seconds)
 
     def plus_call(self, call: LlmCall) -> Totals:
         return replace(self, tokens=self.tokens + call.tokens, dollars=self.dollars + call.dollars,
-                       estimated=self.estimated or call.tokens_estimated)
+                       estimated=self.estimated or call.tokens_estimated,
+                       reasoning_tokens=self.reasoning_tokens + call.reasoning_tokens,
+                       reasoning_dollars=self.reasoning_dollars + call.reasoning_dollars,
+                       cached_tokens=self.cached_tokens + call.cached_tokens,
+                       cached_dollars=self.cached_dollars + call.cached_dollars)
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ import difflib
 import math
 import re
 import tomllib
+import types
 from collections.abc import Mapping
 from dataclasses import Field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from core.config.schema import PROFILE_KEYS, FleetConfig, LlmConfig, ModelProfile
+from core.config.schema import PROFILE_KEYS, FleetConfig, JsonTable, LlmConfig, ModelProfile
 from core.errors import SpecError
 
 # An API key pasted where the variable's name belongs.
@@ -93,13 +94,18 @@ def _check_profile_names(cfg: FleetConfig, source: str) -> None:
 def config_to_dict(cfg: FleetConfig) -> dict[str, dict[str, Any]]:
     """Plain JSON-ready data (tuples as lists) that ``parse_config`` turns back into an equal config."""
     data = {
-        name: {key: list(value) if isinstance(value, tuple) else value
-               for key in _fields(type(section)) for value in [getattr(section, key)]}
+        name: {key: _plain(getattr(section, key)) for key in _fields(type(section))}
         for name in _fields(FleetConfig) for section in [getattr(cfg, name)]
     }
-    data["llm"]["profiles"] = {p.name: {**{key: getattr(p.llm, key) for key in PROFILE_KEYS}, "rank": p.rank}
+    data["llm"]["profiles"] = {p.name: {**{key: _plain(getattr(p.llm, key)) for key in PROFILE_KEYS}, "rank": p.rank}
                                for p in cfg.llm.profiles}
     return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value.value if isinstance(value, JsonTable) else value
 
 
 def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
@@ -158,6 +164,12 @@ def _resolve_docs(cfg: FleetConfig, base: Path, source: str) -> FleetConfig:
 
 def _check(value: Any, tp: Any, spec: Field, key: str, source: str) -> Any:
     meta = spec.metadata
+    if isinstance(tp, types.UnionType):  # X | None: None only as the default (TOML has no null) or a stored config
+        if value is None:
+            return None
+        tp = next(t for t in get_args(tp) if t is not type(None))
+    if tp is JsonTable:
+        return _check_table(value, key, source)
     if get_origin(tp) is not tuple:
         return _check_scalar(value, tp, meta, key, source)
     item_tp = get_args(tp)[0]
@@ -173,6 +185,17 @@ def _check(value: Any, tp: Any, spec: Field, key: str, source: str) -> Any:
                 raise ConfigError(source, key, f"{_show(item)} is listed twice")
             seen.add(item)
     return items
+
+
+def _check_table(value: Any, key: str, source: str) -> JsonTable:
+    if not isinstance(value, Mapping):
+        raise ConfigError(source, key, f"must be a table (e.g. {key.rsplit('.', 1)[-1]} = {{top_k = 20}}), got "
+                                       f"{_show(value)}")
+    try:
+        return JsonTable.of(value)
+    except (TypeError, ValueError) as exc:  # a TOML date or time has no JSON form
+        raise ConfigError(source, key, f"must hold only strings, numbers, booleans, lists and tables ({exc})") \
+            from None
 
 
 def _check_scalar(value: Any, tp: type, meta: Mapping[str, Any], key: str, source: str) -> Any:

@@ -6,6 +6,8 @@ Lists are stored as tuples.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +19,10 @@ DEVICES = ("cuda", "cpu")
 TOOL_CALLING = ("auto", "tools", "text")
 TIMINGS = ("default", "quick")
 PLANNER_MODES = ("rules", "llm")
+# The name the output cap is sent under: "auto" is max_completion_tokens for OpenAI's and Azure's hosts (their
+# reasoning models refuse max_tokens), max_tokens elsewhere; a server that refuses the name gets the other one.
+MAX_TOKENS_PARAMS = ("auto", "max_tokens", "max_completion_tokens")
+REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high", "xhigh")
 
 
 def setting(
@@ -35,6 +41,21 @@ def setting(
 
 
 @dataclass(frozen=True)
+class JsonTable:
+    """A TOML table kept as canonical JSON text, so a config holding one stays hashable and comparable."""
+
+    text: str = "{}"
+
+    @classmethod
+    def of(cls, table: Mapping[str, Any]) -> JsonTable:
+        return cls(json.dumps(table, sort_keys=True, separators=(",", ":")))
+
+    @property
+    def value(self) -> dict[str, Any]:
+        return json.loads(self.text)
+
+
+@dataclass(frozen=True)
 class LlmConfig:
     base_url: str = setting("http://127.0.0.1:8000/v1")
     model: str = setting("")
@@ -44,14 +65,26 @@ class LlmConfig:
     # beyond the key's and those whose names look like credentials (KEY, TOKEN, SECRET, PASSW...).
     secret_env: tuple[str, ...] = setting((), unique=True)
     concurrency: int = setting(4, min=1)
-    temperature: float = setting(0.2, min=0, max=2)
-    max_tokens: int = setting(4096, min=1)
-    context_tokens: int = setting(32768, min=1024)
+    # None: not sent, the model's own default (reasoning models take no other).
+    temperature: float | None = setting(None, min=0, max=2)
+    # The output cap of a reply, sized for a whole kernel file (reasoning tokens count in it too); sent under
+    # max_tokens_param's name, and never above what the context window leaves after the prompt.
+    max_tokens: int = setting(32768, min=1)
+    max_tokens_param: str = setting("auto", choices=MAX_TOKENS_PARAMS)
+    # Sent only when set (OpenAI's reasoning models, and the servers that take the same parameter).
+    reasoning_effort: str = setting("", choices=REASONING_EFFORTS)
+    # Passed to the server as-is in every request's body (e.g. {top_k = 20} or a vendor's own options).
+    extra_body: JsonTable = JsonTable()
+    context_tokens: int = setting(131072, min=1024)
     timeout_s: float = setting(120.0, gt=0)
     max_retries: int = setting(3, min=0)
-    # Dollars per million tokens; 0 leaves cost untracked.
+    # Dollars per million tokens; 0 leaves cost untracked. Cached prompt tokens are part of the input tokens and
+    # reasoning tokens part of the output tokens: they are priced at their own rate instead (0: the input's, the
+    # output's), never twice (core.llm.usage.cost_parts).
     price_input_per_mtok: float = setting(0.0, min=0)
+    price_cached_input_per_mtok: float = setting(0.0, min=0)
     price_output_per_mtok: float = setting(0.0, min=0)
+    price_reasoning_per_mtok: float = setting(0.0, min=0)
     # "tools": native tool calls; "text": tool calls written in the reply; "auto": tools where the server has them.
     tool_calling: str = setting("auto", choices=TOOL_CALLING)
     # An endpoint failing every try for this long is down: the LLM agents stop for the rest of the run.
@@ -70,14 +103,18 @@ class LlmConfig:
     # Folders of documentation (.md, .rst, .txt, .html, .py) the agents' ``docs`` tool searches, besides the
     # installed kernel libraries and the protocol. A relative path is taken from the config file's folder.
     docs: tuple[str, ...] = setting((), unique=True)
+    # Before any GPU work, `kernelfleet run` asks each profile one tiny question (core.llm.probe): one line each, and
+    # a profile that cannot work at all stops the run at once.
+    probe: bool = setting(True)
     # Model profiles ([llm.profiles.NAME]): each is these keys with its own PROFILE_KEYS in place. None: the keys
     # above are the one profile, DEFAULT_PROFILE.
     profiles: tuple[ModelProfile, ...] = ()
 
 
 # The [llm] keys a model profile may set; what it leaves out is the [llm] value.
-PROFILE_KEYS = ("base_url", "model", "api_key_env", "concurrency", "temperature", "max_tokens", "context_tokens",
-                "timeout_s", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "tool_calling",
+PROFILE_KEYS = ("base_url", "model", "api_key_env", "concurrency", "temperature", "max_tokens", "max_tokens_param",
+                "reasoning_effort", "extra_body", "context_tokens", "timeout_s", "max_retries", "price_input_per_mtok",
+                "price_cached_input_per_mtok", "price_output_per_mtok", "price_reasoning_per_mtok", "tool_calling",
                 "unavailable_s")
 DEFAULT_PROFILE = "default"
 

@@ -1,5 +1,5 @@
 """What an agent is told about the machine and the run: the GPU (or the CPU), its peak rates, the build target,
-the tool versions and the languages the run allows.
+the tool versions, the languages the run allows, and (added per turn by the Workbench) the planner's directives.
 
 The GPU's properties come from a short child process (``torch.cuda.get_device_properties``) and from nvidia-smi,
 so the orchestrator never creates a CUDA context; every field may be unknown (None). Building the facts from what
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from core.fleet.directives import Directive
 from core.languages import UnknownLanguage, language, languages
 from core.secrets import without_secrets
 
@@ -74,6 +75,9 @@ class RunFacts:
     packages: tuple[tuple[str, str | None], ...] = ()  # (distribution, version or None when not installed)
     cpu_model: str | None = None
     cpu_cores: int | None = None
+    # The planner model's directives to the agent reading these facts, or to its problem, since its previous turn
+    # (``core.fleet.directives``): the Workbench adds them; the machine's facts have none.
+    directives: tuple[Directive, ...] = ()
 
 
 def language_refusal(language: str, allowed: Sequence[str]) -> str | None:

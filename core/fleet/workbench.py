@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.build import BuildService
@@ -21,6 +21,7 @@ from core.fleet.attempt import Candidate, content_hash
 from core.fleet.budget import Budgets
 from core.fleet.checks import static_faults
 from core.fleet.diff import solution_diff
+from core.fleet.directives import directives_for
 from core.fleet.facts import RunFacts, language_refusal
 from core.fleet.frontier import StartingChoice, choose_start
 from core.fleet.record import Recorded
@@ -55,6 +56,8 @@ class BenchServices:
     device: str = "cuda"
     blob_roots: tuple[str, ...] = ()
     review_gate: Callable[[str], ReviewGate | None] = lambda kind: None  # an agent kind -> its review gate, if any
+    # agent id -> the newest event id when its latest turn began: its brief shows the directives after the one before
+    turns_began: dict[int, int] = field(default_factory=dict)
 
 
 class Workbench:
@@ -67,6 +70,9 @@ class Workbench:
         self.problem_id = problem_id
         self._should_stop = should_stop
         self.attempts_begun = 0  # by this turn
+        # A Workbench is one turn: the directives since the agent's previous turn began are this turn's news.
+        self.directives_since = services.turns_began.get(agent.id, 0)
+        services.turns_began[agent.id] = self.store.last_event_id()
 
     def row(self) -> ProblemRow:
         return self.store.problem(self.problem_id)
@@ -115,7 +121,9 @@ class Workbench:
         return None
 
     def facts(self) -> RunFacts:
-        return self.services.facts()
+        """The run's facts, with the planner's directives to this agent or problem since its previous turn."""
+        found = directives_for(self.store, self.agent.id, self.problem_id, self.directives_since)
+        return replace(self.services.facts(), directives=found)
 
     def similar_bests(self, limit: int = 5) -> list[SimilarBest]:
         """The best passing attempts of the problems of this run most like this one (``core.fleet.similar``)."""
@@ -146,10 +154,10 @@ class Workbench:
 
     def family_notes(self, limit: int = 10) -> list[NoteRow]:
         """The newest notes on the board of this problem's op family, every agent's."""
-        return self.store.notes(op_family(self.row()), limit=limit)
+        return self.store.notes(op_family(self.row(), self.problem.definition.reference), limit=limit)
 
     def add_note(self, text: str) -> int:
-        family = op_family(self.row())
+        family = op_family(self.row(), self.problem.definition.reference)
         note_id = self.store.add_note(family, text, agent_id=self.agent.id, problem_id=self.problem_id)
         self.log(f"note for {family or 'this problem'}: {' '.join(text.split())[:200]}")
         return note_id

@@ -8,9 +8,11 @@ leads to a recorded attempt, to workspace edits on the way to one, or to a class
 "compile error".
 
 Every model call is recorded when it returns (``bench.record_call``), its estimated cost held against the budgets
-while it is in flight (``bench.reserve_call``). A turn ends after ``max_steps`` calls, after ``max_failures_in_row``
-failed answers in a row, or after ``no_progress_calls`` calls in a row without a new distinct candidate evaluated;
-an endpoint that is down retires the agent for the rest of the run.
+while it is in flight (``bench.reserve_call``). Each request stays within the profile's window (``context_tokens``
+less ``max_tokens``) by the server's own token counts, old steps dropped for a record of what they tried and
+measured (``core.llm.context``). A turn ends after ``max_steps`` calls, after ``max_failures_in_row`` failed
+answers in a row, or after ``no_progress_calls`` calls in a row without a new distinct candidate evaluated; an
+endpoint that is down retires the agent for the rest of the run.
 
 Candidate code never runs here: it only reaches ``bench.build`` and ``bench.evaluate``.
 """
@@ -27,8 +29,10 @@ import anyio
 from core.config.schema import FleetConfig, profile_llm
 from core.fleet.agent import WorkOutcome, Workbench
 from core.fleet.frontier import StartingChoice
+from core.llm import context
 from core.llm.brief import problem_brief, system_prompt
-from core.llm.client import LlmClient, LlmDown, LlmReply, LlmUnavailable, ToolsRejected, cost, estimate_tokens
+from core.llm.client import LlmClient, LlmDown, LlmReply, LlmUnavailable, ToolsRejected, cost
+from core.llm.context import History, TokenMeter, action_line, request_parts, step_record
 from core.llm.tools import MAX_FILE_CHARS, Toolbox, ToolResult, Workspace, WorkspaceError, parse_text_reply, \
     registry, tool_schemas
 from core.store.model import AttemptRow, LlmCall
@@ -38,35 +42,15 @@ MAX_TOOL_RESULT_CHARS = 8000
 # short, so that the answer (always kept whole as the latest turn) cannot make the next request huge.
 MAX_ANSWER_ARGUMENT_CHARS = 2 * MAX_FILE_CHARS
 NOTES = 8  # recent attempts shown in the brief
-TRIM_NOTE = "(earlier turns were dropped to fit the context)"
-NUDGE_TOOLS = ("Use the tools: write your files with write_file, check them with evaluate, and call finish with a "
-               "short note when you have a candidate.")
+NUDGE_TOOLS = ("Use the tools: write your files with write_file (or change them with edit_file), check them with "
+               "evaluate, and call finish with a short note when you have a candidate.")
 NUDGE_TEXT = ("Reply with your candidate's files in fenced blocks named with path=..., e.g. ```python path=main.py, "
               "or a line FINISH: <note> when you have nothing more to try.")
 
 
-def trim_history(messages: list[dict[str, Any]], budget_tokens: int, keep_head: int = 2) -> list[dict[str, Any]]:
-    """Keep the first ``keep_head`` messages (system and brief) and as many of the latest turns as fit in
-    ``budget_tokens`` (4 characters a token). A turn (an assistant message and the tool results and user messages
-    after it) is dropped whole, so a tool result never loses its call; the latest turn is always kept."""
-    head, rest = messages[:keep_head], messages[keep_head:]
-    trimmed_before = bool(rest) and rest[0].get("content") == TRIM_NOTE
-    if trimmed_before:
-        rest = rest[1:]  # a previous trim's note: put back in front below
-    groups: list[list[dict[str, Any]]] = []
-    for message in rest:
-        if message.get("role") == "assistant" or not groups:
-            groups.append([message])
-        else:
-            groups[-1].append(message)
-    sizes = [sum(estimate_tokens(m) for m in g) for g in groups]
-    total = sum(estimate_tokens(m) for m in head) + sum(sizes)
-    dropped = 0
-    while total > budget_tokens and len(groups) > 1:
-        total -= sizes.pop(0)
-        dropped += len(groups.pop(0))
-    note = [{"role": "user", "content": TRIM_NOTE}] if dropped or trimmed_before else []
-    return head + note + [m for g in groups for m in g]
+# History trimming on a plain message list, as this module offered it before core.llm.context.
+trim_history = context.trim_history
+TRIM_NOTE = context.TRIM_NOTE
 
 
 @dataclass(frozen=True)
@@ -86,6 +70,8 @@ class LlmAgent:
         self.cfg = config.llm  # the model profile of the current turn (work() sets it)
         self._client = client
         self.cooldown_s = cooldown_s  # after a call that gave up, before the endpoint is tried again
+        # Per model (endpoint and name): its token count of the last request it answered (core.llm.context).
+        self._meters: dict[tuple[str, str], TokenMeter] = {}
 
     def can_work_on(self, best: AttemptRow | None) -> bool:
         return True
@@ -114,14 +100,16 @@ class LlmAgent:
         toolbox = Toolbox(bench, workspace, author=bench.agent.name or "llm",
                           parent_id=origin.id if origin is not None else None,
                           device_tools_per_turn=cfg.device_tools_per_turn)
-        messages = self._opening(bench, best, workspace, mode, start)
+        history = History(self._opening(bench, best, workspace, mode, start))
         failures = idle = 0
         for _ in range(cfg.max_steps):
             if bench.should_stop():
                 return WorkOutcome.STOPPED
-            messages = trim_history(messages, max(1024, cfg.context_tokens - cfg.max_tokens))
+            tools = tool_schemas() if mode == "tools" else None
+            # The window less the answer's room, by the server's count of tokens (tool schemas included).
+            history.fit(self._meter(), tools, max(1024, cfg.context_tokens - cfg.max_tokens))
             try:
-                reply = await self._call(bench, client, messages, mode)
+                reply = await self._call(bench, client, history.messages(), tools)
             except ToolsRejected as exc:
                 if cfg.tool_calling == "tools":
                     bench.log(f"llm unavailable: the endpoint rejects tool calls ({exc}); tool_calling = \"tools\"")
@@ -130,7 +118,7 @@ class LlmAgent:
                 client.tools_supported = False
                 bench.log(f"llm: the endpoint rejects tool calls ({exc}); using the text protocol")
                 mode = "text"
-                messages = self._opening(bench, best, workspace, mode, start)
+                history = History(self._opening(bench, best, workspace, mode, start))
                 continue
             except LlmDown:
                 return self._retire(bench, client)
@@ -141,7 +129,7 @@ class LlmAgent:
                 client.unavailable_until = time.monotonic() + min(self.cooldown_s, left if left is not None
                                                                   else self.cooldown_s)
                 return WorkOutcome.STOPPED
-            step = await self._handle(bench, toolbox, reply, messages, mode)
+            step = await self._handle(bench, toolbox, reply, history, mode)
             if step.finished:
                 return WorkOutcome.STOPPED
             failures = failures + 1 if step.failed else 0
@@ -156,14 +144,23 @@ class LlmAgent:
         return WorkOutcome.STOPPED
 
     async def _call(self, bench: Workbench, client: LlmClient, messages: list[dict[str, Any]],
-                    mode: str) -> LlmReply:
-        """One model call within the budgets (BudgetSpent before it, if it could pass one), every try recorded."""
-        prompt, completion = estimate_tokens(messages), self.cfg.max_tokens
+                    tools: list[dict[str, Any]] | None) -> LlmReply:
+        """One model call within the budgets (BudgetSpent before it, if it could pass one), every try recorded; the
+        server's count of the request's tokens calibrates the model's meter."""
+        parts = request_parts(messages, tools)
+        prompt, completion = self._meter().count(parts), self.cfg.max_tokens
         with bench.reserve_call(prompt + completion, cost(self.cfg, prompt, completion)):
-            reply = await client.chat(messages, tools=tool_schemas() if mode == "tools" else None,
-                                      on_retry=bench.log, on_call=bench.record_call)
+            reply = await client.chat(messages, tools=tools, on_retry=bench.log, on_call=bench.record_call)
             bench.record_call(self._judged(reply))
+        if not reply.call.tokens_estimated:
+            self._meters[self._model()] = self._meter().observe(parts, reply.call.prompt_tokens)
         return reply
+
+    def _model(self) -> tuple[str, str]:
+        return self.cfg.base_url, self.cfg.model
+
+    def _meter(self) -> TokenMeter:
+        return self._meters.get(self._model()) or TokenMeter()
 
     def _judged(self, reply: LlmReply) -> LlmCall:
         """The answer's call record, marked garbage when the agent cannot use the answer at all."""
@@ -173,7 +170,7 @@ class LlmAgent:
                            detail=f"oversized answer: {len(reply.content)} characters (limit {limit})")
         if not reply.tool_calls:
             parsed = parse_text_reply(reply.content)
-            if not parsed.files and parsed.finish_note is None:
+            if not parsed.changes and parsed.finish_note is None:
                 return replace(reply.call, outcome="garbage", detail=_snippet(reply.content))
         return reply.call
 
@@ -216,40 +213,51 @@ class LlmAgent:
 
     # ---------------------------------------------------------------- answers
 
-    async def _handle(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply, messages: list[dict[str, Any]],
+    async def _handle(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply, history: History,
                       mode: str) -> Step:
         nudge = NUDGE_TOOLS if mode == "tools" else NUDGE_TEXT
         limit = self.cfg.max_answer_chars
         if len(reply.content) > limit:
             # Never whole in the history: it would be sent again with every later request.
-            messages.append({"role": "assistant", "content": reply.content[:limit]
-                             + f"\n... ({len(reply.content) - limit} more characters cut)"})
+            step = history.answer({"role": "assistant", "content": reply.content[:limit]
+                                   + f"\n... ({len(reply.content) - limit} more characters cut)"})
+            history.note(step_record(step, "", [f"an answer of {len(reply.content)} characters, over the limit: "
+                                                "not used"]))
             self._failure(bench, f"oversized answer: {len(reply.content)} characters (max_answer_chars {limit})",
                           reply)
-            messages.append({"role": "user", "content": f"Your answer was {len(reply.content)} characters, over the "
-                                                        f"limit of {limit}: it was cut and not used. {nudge}"})
+            history.add({"role": "user", "content": f"Your answer was {len(reply.content)} characters, over the "
+                                                    f"limit of {limit}: it was cut and not used. {nudge}"})
             return Step(failed=True)
-        messages.append(_history_message(reply))
+        step = history.answer(_history_message(reply))
         if reply.tool_calls:
-            return await self._handle_tool_calls(bench, toolbox, reply, messages)
+            return await self._handle_tool_calls(bench, toolbox, reply, history, step)
         parsed = parse_text_reply(reply.content)
-        if parsed.files:
+        if parsed.changes:
+            files = action_line("files", dict(parsed.files)) if parsed.files else ""
             try:
                 for path, content in parsed.files:
                     toolbox.workspace.write(path, content)
             except WorkspaceError as exc:
-                self._failure(bench, f"no files: {exc}", reply)
-                messages.append({"role": "user", "content": f"error: {exc}\n{nudge}"})
-                return Step(failed=True)
+                return self._text_refused(bench, history, reply, step, files, f"no files: {exc}", nudge)
+            for path, diff in parsed.diffs:
+                try:
+                    toolbox.workspace.edit(path, diff=diff)
+                except WorkspaceError as exc:
+                    return self._text_refused(bench, history, reply, step, action_line("diff", {"path": path}),
+                                              f"malformed tool call: edit_file: {exc}", nudge)
             finishing = parsed.finish_note is not None
             result = await toolbox.call("finish" if finishing else "evaluate",
                                         {"note": parsed.finish_note} if finishing else {})
             if result.failure:
                 self._failure(bench, result.failure, reply)
             self._log_finish(bench, result, parsed.finish_note or "")
+            edits = [action_line("diff", {"path": path}) for path, _ in parsed.diffs]
+            history.note(step_record(step, reply.content, [a for a in (files, *edits) if a]
+                                     + [action_line("finish" if finishing else "evaluate", {}, result)],
+                                     [result.attempt] if result.attempt is not None else []))
             follow = "" if result.finished else ("\nReply with a fixed or faster version, or FINISH: <note>."
                                                  if mode == "text" else "\n" + NUDGE_TOOLS)
-            messages.append({"role": "user", "content": _clip(result.text) + follow})
+            history.add({"role": "user", "content": _clip(result.text) + follow})
             return Step(new_candidate=result.attempt is not None, failed=result.failure is not None,
                         finished=result.finished)
         if parsed.finish_note is not None:
@@ -258,21 +266,32 @@ class LlmAgent:
             return Step(finished=True)
         if parsed.blocks:
             self._failure(bench, "no files: code blocks without path=", reply)
-            messages.append({"role": "user", "content": "Your reply has code blocks but none names its file. "
-                                                        + nudge})
+            history.note(step_record(step, reply.content, ["code blocks without path=: not used"]))
+            history.add({"role": "user", "content": "Your reply has code blocks but none names its file. " + nudge})
         else:
             cut = " (cut off at max_tokens)" if reply.finish_reason == "length" else ""
             self._failure(bench, f"garbage answer{cut}: {_snippet(reply.content)}", reply)
-            messages.append({"role": "user", "content": nudge})
+            history.note(step_record(step, "", [f"an answer with no tool call, file or FINISH{cut}"]))
+            history.add({"role": "user", "content": nudge})
         return Step(failed=True)
 
-    async def _handle_tool_calls(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply,
-                                 messages: list[dict[str, Any]]) -> Step:
+    def _text_refused(self, bench: Workbench, history: History, reply: LlmReply, step: int, action: str,
+                      failure: str, nudge: str) -> Step:
+        """A text reply whose files or diffs the workspace refused: nothing evaluated."""
+        self._failure(bench, failure, reply)
+        history.note(step_record(step, reply.content, [f"{action} -> failed: {failure}"]))
+        history.add({"role": "user", "content": f"error: {failure.split(': ', 1)[-1]}\n{nudge}"})
+        return Step(failed=True)
+
+    async def _handle_tool_calls(self, bench: Workbench, toolbox: Toolbox, reply: LlmReply, history: History,
+                                 step: int) -> Step:
         worked, new_candidate, finished = False, False, False
+        actions: list[str] = []
+        attempts = []
         admitted = _admitted(reply.tool_calls)
         for i, call in enumerate(reply.tool_calls):
             if finished:
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": "skipped: the turn ended"})
+                history.add({"role": "tool", "tool_call_id": call.id, "content": "skipped: the turn ended"})
                 continue
             args, problem = _arguments(call.arguments)
             if i not in admitted and problem is None:
@@ -283,19 +302,23 @@ class LlmAgent:
             if problem is not None:
                 self._failure(bench, f"malformed tool call: {call.name or '(no name)'}: {problem}", reply)
                 result = ToolResult(f"error: {problem}. Call one of: {', '.join(sorted(registry()))}, with JSON "
-                                    f"object arguments of at most {MAX_FILE_CHARS} characters.")
+                                    f"object arguments of at most {MAX_FILE_CHARS} characters.", failure=problem)
             else:
                 result = await toolbox.call(call.name, args)
                 if result.failure:
                     self._failure(bench, result.failure, reply)
                 else:
                     worked = True
+                if result.attempt is not None:
+                    attempts.append(result.attempt)
                 new_candidate = new_candidate or result.attempt is not None
                 finished = result.finished
                 if call.name == "finish":
                     note = args.get("note")
                     self._log_finish(bench, result, note if isinstance(note, str) else "")
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": _clip(result.text)})
+            actions.append(action_line(call.name or "(no name)", args, result))
+            history.add({"role": "tool", "tool_call_id": call.id, "content": _clip(result.text)})
+        history.note(step_record(step, reply.content, actions, attempts))
         return Step(new_candidate=new_candidate, failed=not worked, finished=finished)
 
     @staticmethod

@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from core.config.schema import LlmConfig
+from core.fleet.directives import Directive
 from core.fleet.facts import RunFacts, render_facts
 from core.fleet.frontier import FRONTIER_TOLERANCE, StartingChoice
 from core.fleet.similar import SimilarBest, op_family
-from core.problem.schema import Problem
+from core.llm.gaps import furthest_from_sol, index_ranges, slower_than_t_b, without_pass, workload_gaps
+from core.problem.schema import InputKind, Problem, Tolerance, Workload
 from core.store.model import AttemptRow, NoteRow, ProblemRow, WorkloadInfo
 
 PROTOCOL_PATH = Path(__file__).resolve().parents[2] / "protocol.md"
@@ -23,7 +25,8 @@ TOOLS_GUIDE = """\
 ## How you work here (tool calls)
 
 You have a workspace of files: it starts with the current best candidate's sources (or is empty). Use the tools:
-`read_file` / `write_file` to edit it, `set_spec` to choose the language, entry point and destination passing
+`read_file` / `write_file` to edit it (`edit_file` changes part of a file without resending it: an exact `old` ->
+`new` replacement, or a unified `diff`; prefer it for small changes to large files), `set_spec` to choose the language, entry point and destination passing
 style (or write a `solution.json` whose `spec` is used), `build` to compile without running, `evaluate` to run the
 candidate on some or all workloads (every evaluation is recorded as an attempt; a candidate equal to an earlier
 attempt is not evaluated again), and `finish` with a short note to submit the workspace for a full evaluation and
@@ -77,9 +80,15 @@ def _shape(spec) -> str:
     return "[" + ", ".join(str(d) for d in spec.shape) + "]"
 
 
-BOUND_TEXT = {"memory": "memory-bound", "compute": "compute-bound",
-              "floor": "latency-bound: the fixed launch latency outweighs both memory and compute"}
+BOUND_SHORT = {"memory": "mem", "compute": "comp", "floor": "lat"}
+METHOD_SHORT = {"eager": "e", "torch.compile": "c"}
 MAX_NOTE_TEXT = 500
+MAX_DESCRIPTION_CHARS = 120
+MAX_LAGGING = 3  # workloads named per kind of lag
+SCALAR_DIGITS = 10  # a scalar input's value is shown to 10 significant digits (two may differ only in the 8th)
+# (Tolerance field, its name in the brief): upstream's correctness bounds (core.evaluate.compare)
+TOLERANCE_FIELDS = (("max_atol", "atol"), ("max_rtol", "rtol"), ("required_matched_ratio", "matched ratio"),
+                    ("max_error_cap", "error cap"), ("allow_negative_inf", "matching -inf"))
 
 
 def workload_times(attempt: AttemptRow) -> dict[int, float]:
@@ -108,6 +117,18 @@ def workload_bests(attempts: Sequence[AttemptRow]) -> dict[int, tuple[float, int
     return bests
 
 
+def workload_failures(attempts: Sequence[AttemptRow]) -> dict[int, tuple[str, int]]:
+    """Per workload index, the status of the newest attempt that failed on it and that attempt's id."""
+    failures: dict[int, tuple[str, int]] = {}
+    for attempt in reversed(attempts):
+        for wv in (attempt.verdict or {}).get("workloads", []):
+            status = getattr(wv.get("status"), "value", wv.get("status"))
+            index = wv.get("index")
+            if isinstance(index, int) and isinstance(status, str) and status != "PASSED" and index not in failures:
+                failures[index] = (status, attempt.id)
+    return failures
+
+
 def offers_similar(row: ProblemRow, attempts: Sequence[AttemptRow], plateau_attempts: int | None) -> bool:
     """Whether the brief lists the best solutions of similar problems: when no agent has made an attempt here yet,
     or when the problem is stalling (plateaued, or half of ``plateau_attempts`` attempts without a gain)."""
@@ -118,41 +139,175 @@ def offers_similar(row: ProblemRow, attempts: Sequence[AttemptRow], plateau_atte
     return plateau_attempts is not None and row.since_improvement >= max(1, plateau_attempts // 2)
 
 
-def _baseline_text(info: WorkloadInfo | None) -> str:
-    if info is None or not info.baseline_method:
-        return "T_b method unknown"
-    parts = [f"T_b is {info.baseline_method}"]
-    if info.eager_ms is not None and info.compiled_ms is not None:
-        parts.append(f"(eager {_ms(info.eager_ms)}, torch.compile {_ms(info.compiled_ms)})")
-    elif info.compile_reason:
-        parts.append(f"(torch.compile not timed: {_truncate(' '.join(info.compile_reason.split()), 120)})")
-    if info.timing_host_bound:
-        parts.append("host-bound")
-    return " ".join(parts)
+def _num(value, digits: int = 6) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value:.{digits}g}"
 
 
-def _workload_lines(problem: Problem, row: ProblemRow, bests: Mapping[int, tuple[float, int]],
-                    max_workloads: int) -> list[str]:
+def _bound(field: str, value) -> str:
+    """A tolerance field's value as the brief writes it."""
+    return ("passes" if value else "fails") if field == "allow_negative_inf" else _num(value)
+
+
+def _varying(problem: Problem) -> tuple[list[tuple[str, str]], list[str]]:
+    """The tolerance fields and the scalar inputs whose value differs between the problem's workloads."""
+    workloads = problem.workloads
+    fields = [(f, label) for f, label in TOLERANCE_FIELDS
+              if len({getattr(w.tolerance, f) for w in workloads}) > 1]
+    scalars = [name for name in problem.definition.inputs
+               if all(name in w.inputs and w.inputs[name].kind is InputKind.SCALAR for w in workloads)
+               and len({w.inputs[name].value for w in workloads}) > 1]
+    return fields, scalars
+
+
+def _workload_lines(problem: Problem, row: ProblemRow, bests: Mapping[int, tuple[float, int]]) -> list[str]:
+    """Every workload as one row of a table, then what holds for some workloads only, grouped."""
     infos = {w.index: w for w in row.workloads}
-    lines = ["\n## Workloads",
-             "T_b: the baseline time of the reference here (the faster of eager and torch.compile); T_sol: the "
-             "speed-of-light bound and what bounds it (memory: the bytes at peak bandwidth; compute: the FLOPs at "
-             "peak rates; latency: the fixed launch latency); best: the fastest passing time on the workload so far "
-             "and the attempt holding it."]
-    shown = problem.workloads[:max_workloads]
-    for w in shown:
+    workloads = problem.workloads
+    names = list(workloads[0].axes) if workloads else []
+    same_axes = all(list(w.axes) == names for w in workloads)
+    tolerances, scalars = _varying(problem)
+    lines = [f"\n## Workloads ({len(workloads)}; times in ms)",
+             "T_b: the baseline time of the reference here, the faster of eager (e) and torch.compile (c); T_sol: "
+             "the speed-of-light bound; bound: what bounds T_sol (mem: the bytes at peak bandwidth; comp: the FLOPs at "
+             "peak rates; lat: the fixed launch latency outweighs both); best: the fastest passing time on the "
+             "workload so far (partial attempts count) and the attempt holding it; T_b/best: the speedup there."]
+    header = ["w", *(names if same_axes else ["axes"]), *(label for _, label in tolerances), *scalars,
+              "T_b", "T_sol", "bound", "best", "T_b/best"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes: dict[str, list[int]] = {}
+    for w in workloads:
         info = infos.get(w.index)
-        axes_text = " ".join(f"{k}={v}" for k, v in w.axes.items()) or "(no var axes)"
-        status = f" [unavailable: {w.unavailable}]" if w.unavailable else ""
-        bound = BOUND_TEXT.get(info.bound, "bound unknown") if info is not None and info.bound else "bound unknown"
+        axes = ([str(w.axes[k]) for k in names] if same_axes
+                else [" ".join(f"{k}={v}" for k, v in w.axes.items()) or "-"])
         best = bests.get(w.index)
-        best_text = f"best {_ms(best[0])} (attempt {best[1]})" if best else "best none yet"
-        lines.append(f"- workload {w.index}: {axes_text}; T_b {_ms(info.t_b_ms if info else None)}, "
-                     f"T_sol {_ms(info.t_sol_ms if info else None)} ({bound}); {_baseline_text(info)}; {best_text}; "
-                     f"tolerance atol {w.tolerance.max_atol:g} rtol {w.tolerance.max_rtol:g}{status}")
-    if len(problem.workloads) > len(shown):
-        lines.append(f"- ... and {len(problem.workloads) - len(shown)} more workloads")
+        t_b = info.t_b_ms if info is not None else None
+        cells = [str(w.index), *axes, *(_bound(f, getattr(w.tolerance, f)) for f, _ in tolerances),
+                 *(_num(w.inputs[name].value, SCALAR_DIGITS) for name in scalars),
+                 f"{t_b:.4g} {METHOD_SHORT.get(info.baseline_method, info.baseline_method)}".rstrip()
+                 if t_b is not None else "-",
+                 f"{info.t_sol_ms:.4g}" if info is not None and info.t_sol_ms is not None else "-",
+                 BOUND_SHORT.get(info.bound, "-") if info is not None else "-",
+                 f"{best[0]:.4g} #{best[1]}" if best else "-",
+                 f"{t_b / best[0]:.3g}x" if best and t_b else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+        for note in _workload_notes(w, info):
+            notes.setdefault(note, []).append(w.index)
+    lines += [f"- w{index_ranges(indices)}: {note}" for note, indices in notes.items()]
     return lines
+
+
+def _workload_notes(w: Workload, info: WorkloadInfo | None) -> list[str]:
+    notes = [f"unavailable here: {_clip(w.unavailable, MAX_DESCRIPTION_CHARS)}"] if w.unavailable else []
+    if info is None:
+        return notes + ([] if w.unavailable else ["T_b and T_sol not measured yet"])
+    if info.t_b_unreliable:
+        notes.append(f"T_b not trusted: {_clip(info.t_b_unreliable, MAX_DESCRIPTION_CHARS)}")
+    if info.compile_reason:
+        notes.append(f"torch.compile not timed: {_clip(info.compile_reason, MAX_DESCRIPTION_CHARS)}")
+    if info.timing_host_bound:
+        notes.append("T_b's timing is host-bound (the launches, not the kernels, set it)")
+    return notes
+
+
+def _lagging_line(problem: Problem, row: ProblemRow, best: AttemptRow | None,
+                  attempts: Sequence[AttemptRow]) -> str | None:
+    """The workloads that fail or lag, in one line: no passing time (with the newest failure on it), slower than
+    T_b, furthest from T_sol, and where the current best trails another attempt's time."""
+    bests = workload_bests(attempts)
+    runnable = {w.index for w in problem.workloads if w.runnable}
+    gaps = [g for g in workload_gaps(row.workloads, {i: b[0] for i, b in bests.items()}, runnable)
+            if g.index in runnable]
+    parts = []
+    missing = without_pass(gaps)
+    if missing:
+        failures = workload_failures(attempts)
+        by_status: dict[str, list[int]] = {}
+        for index in missing:
+            status = failures.get(index)
+            by_status.setdefault(f"{status[0]}, newest attempt {status[1]}" if status else "not passed yet",
+                                 []).append(index)
+        parts.append("no passing time on " + ", ".join(f"w{index_ranges(ix)} ({why})" for why, ix in by_status.items()))
+    slow = slower_than_t_b(gaps, MAX_LAGGING)
+    if slow:
+        parts.append("slower than T_b: " + ", ".join(f"w{g.index} {g.speedup:.2g}x" for g in slow))
+    far = furthest_from_sol(gaps, MAX_LAGGING)
+    if far:
+        parts.append("furthest from T_sol: " + ", ".join(f"w{g.index} {g.over_sol:.3g}x T_sol" for g in far))
+    if best is not None:
+        mine = workload_times(best)
+        trails = sorted(((mine[i] / ms, i, holder) for i, (ms, holder) in bests.items()
+                         if holder != best.id and i in mine and mine[i] > ms * (1 + FRONTIER_TOLERANCE)),
+                        reverse=True)[:MAX_LAGGING]
+        if trails:
+            parts.append(f"the current best (attempt {best.id}) trails on " + ", ".join(
+                f"w{i} ({ratio:.3g}x attempt {holder}'s time)" for ratio, i, holder in trails))
+    return "Failing or lagging: " + "; ".join(parts) + "." if parts else None
+
+
+def _clip(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _input_kind(problem: Problem, name: str) -> str:
+    """How an input is made, from its workloads: random, a scalar's value, custom, a safetensors blob."""
+    d = problem.definition
+    sources = [(w.index, w.inputs[name]) for w in problem.workloads if name in w.inputs]
+    kinds: dict[InputKind, list[int]] = {}
+    for index, source in sources:
+        kinds.setdefault(source.kind, []).append(index)
+    if len(kinds) > 1:
+        return ", ".join(f"{kind.value} on w{index_ranges(ix)}" for kind, ix in kinds.items())
+    if not kinds:
+        return "kind unknown"
+    kind = next(iter(kinds))
+    if kind is InputKind.SCALAR:
+        values = {s.value for _, s in sources}
+        return (f"scalar {_num(values.pop(), SCALAR_DIGITS)}" if len(values) == 1
+                else "scalar, its value per workload in the table")
+    if kind is InputKind.CUSTOM:
+        return f"custom (from {d.custom_inputs_entrypoint or 'the reference'})"
+    if kind is InputKind.SAFETENSORS:
+        blobs = {(s.tensor_key, Path(s.path or "").name) for _, s in sources}
+        return ("safetensors: key {} of {}".format(*blobs.pop()) if len(blobs) == 1
+                else "safetensors: a blob per workload")
+    return "random"
+
+
+def _tensor_lines(problem: Problem) -> list[str]:
+    d = problem.definition
+    lines = ["\n## Tensors (inputs in call order, then outputs)"]
+    kinds = {s.kind for w in problem.workloads for s in w.inputs.values()}
+    if InputKind.RANDOM in kinds:
+        lines.append("Random inputs are drawn as SOL-ExecBench draws them: the distribution follows the input's "
+                     "name, dtype and description.")
+    for t in d.inputs.values():
+        about = f" — {_clip(t.description, MAX_DESCRIPTION_CHARS)}" if t.description else ""
+        lines.append(f"- input {t.name}: {_shape(t)} {t.dtype}, {_input_kind(problem, t.name)}{about}")
+    for t in d.outputs.values():
+        about = f" — {_clip(t.description, MAX_DESCRIPTION_CHARS)}" if t.description else ""
+        lines.append(f"- output {t.name}: {_shape(t)} {t.dtype}{about}")
+    return lines
+
+
+def _correctness_lines(problem: Problem) -> list[str]:
+    """Upstream's correctness rule with this problem's bounds (core.evaluate.compare)."""
+    varying = {f for f, _ in _varying(problem)[0]}
+    first = problem.workloads[0].tolerance if problem.workloads else Tolerance()
+    bounds = [f"{label} per workload (the table's column)" if f in varying
+              else f"{label} {_bound(f, getattr(first, f))}" for f, label in TOLERANCE_FIELDS]
+    return ["\n## Correctness",
+            "Each output, in every round, compared in float32: its shape and dtype must be exact; an element matches "
+            "when |out - ref| <= atol + rtol * |ref|; the output passes when at least the matched ratio of its "
+            "elements match and no element's error exceeds the error cap (when there is one). Any NaN or Inf in "
+            "either fails, except where both are -inf and -inf is allowed; an all-zero output fails unless the "
+            "reference is all zero.",
+            "Here: " + ", ".join(bounds) + "."]
 
 
 def _attempt_line(a: AttemptRow, agent_id: int | None, best_id: int | None) -> str:
@@ -177,15 +332,17 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
                   agent_id: int | None = None, spec: dict | None = None, files: Sequence[str] = (),
                   sources: dict[str, str] | None = None, facts: RunFacts | None = None,
                   similar: Sequence[SimilarBest] = (), notes: Sequence[NoteRow] = (),
-                  plateau_attempts: int | None = None, tool_hints: bool = True, max_workloads: int = 6,
-                  max_notes: int = 8, max_diff_chars: int = 3000, max_source_chars: int = 6000,
+                  plateau_attempts: int | None = None, tool_hints: bool = True, max_notes: int = 8,
+                  max_diff_chars: int = 3000, max_source_chars: int = 6000,
                   start: StartingChoice | None = None) -> str:
-    """A compact brief of ``problem``: the machine and the run (``facts``), reference, axes, tensors, workloads
-    with T_b, T_sol, what bounds it and the best time so far, the current best, what recent attempts (other
+    """A compact brief of ``problem``: the machine and the run (``facts``), reference, axes, tensors (each input's
+    kind), every workload as a table row (T_b, T_sol, what bounds it, the best time so far), the correctness rule
+    with the problem's bounds, the workloads that fail or lag, the current best, what recent attempts (other
     agents' included; ``attempts`` is the problem's history, oldest first) found, the best solutions of
-    ``similar`` problems when the problem is new or stalling, and the ``notes`` of its op family. ``sources``
-    (path -> text) are shown, truncated. With ``tool_hints`` the brief names the tools that read more. ``start``:
-    the attempt the workspace starts from and why (``core.fleet.frontier.choose_start``)."""
+    ``similar`` problems when the problem is new or stalling, the ``notes`` of its op family, and the planner's
+    directives to this agent or problem since its last turn (``facts.directives``). ``sources`` (path -> text)
+    are shown, truncated. With ``tool_hints`` the brief names the tools that read more. ``start``: the attempt the
+    workspace starts from and why (``core.fleet.frontier.choose_start``)."""
     d = problem.definition
     out = [f"# Problem {row.key}: {d.name}"]
     if d.description:
@@ -199,10 +356,12 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
         detail = f"= {axis.value}" if axis.value is not None else f"= {axis.expression}" if axis.expression else ""
         axes.append(f"- {axis.name}: {kind} {detail}".rstrip())
     out.append("\n## Axes\n" + ("\n".join(axes) or "(none)"))
-    tensors = [f"- input {t.name}: {_shape(t)} {t.dtype}" for t in d.inputs.values()]
-    tensors += [f"- output {t.name}: {_shape(t)} {t.dtype}" for t in d.outputs.values()]
-    out.append("\n## Tensors (inputs in call order, then outputs)\n" + "\n".join(tensors))
-    out.append("\n".join(_workload_lines(problem, row, workload_bests(attempts), max_workloads)))
+    out.append("\n".join(_tensor_lines(problem)))
+    out.append("\n".join(_workload_lines(problem, row, workload_bests(attempts))))
+    lagging = _lagging_line(problem, row, best, attempts)
+    if lagging:
+        out[-1] += "\n" + lagging
+    out.append("\n".join(_correctness_lines(problem)))
 
     if best is not None:
         figures = [f"attempt {best.id}", best.language]
@@ -251,19 +410,31 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
         out.append("\n".join(lines))
 
     if notes or tool_hints:
-        family = op_family(row)
+        family = op_family(row, d.reference)
         lines = [f"\n## Notes board of the op family {family or '(none)'} (newest last)"]
-        for n in notes:
-            who = n.agent_name or (f"agent {n.agent_id}" if n.agent_id is not None else "the run")
-            where = f" on {n.problem_key}" if n.problem_key else ""
-            lines.append(f"- {who}{where}: {_truncate(' '.join(n.text.split()), MAX_NOTE_TEXT)}")
+        lines += [f"- {note_line(n)}" for n in notes]
         if not notes:
             lines.append("(no notes yet)")
         if tool_hints:
             lines.append("Add what you learn that others could use (a layout that worked, a trap) with the `note` "
                          "tool.")
         out.append("\n".join(lines))
+    if facts is not None and facts.directives:
+        out.append("\n".join(directive_lines(facts.directives)))
     return "\n".join(out) + "\n"
+
+
+def note_line(n: NoteRow, limit: int = MAX_NOTE_TEXT) -> str:
+    """A note as "who on which problem: text", its text one line of at most ``limit`` characters."""
+    who = n.agent_name or (f"agent {n.agent_id}" if n.agent_id is not None else "the run")
+    return f"{who}{f' on {n.problem_key}' if n.problem_key else ''}: {_clip(n.text, limit)}"
+
+
+def directive_lines(directives: Sequence[Directive]) -> list[str]:
+    lines = ["\n## Directives from the planner since your last turn (oldest first)",
+             "The run's planner read every problem's figures and asks this of you; follow it unless your own "
+             "measurements show it wrong (then say why in your finish note)."]
+    return lines + [f"- to {'you' if d.to_agent else 'every agent on this problem'}: {d.text}" for d in directives]
 
 
 def _start_lines(row: ProblemRow, best: AttemptRow | None, start: StartingChoice) -> list[str]:

@@ -11,6 +11,13 @@ fails, an answer comes back as ``reply.call`` for the caller to record once it h
 counts how long the endpoint has failed every try since its last answer; after ``cfg.unavailable_s`` it is down for
 the rest of the run and every call raises :class:`LlmDown` at once.
 
+The optional parameters of a request (output cap, temperature, reasoning effort, ``tool_choice``, ``extra_body``)
+follow the client's :class:`~core.llm.request_shape.RequestShape`. A server that refuses one of them by name (or
+states the most output tokens it takes) gets the request again at once, adapted as ``core.llm.request_shape`` says:
+that try is recorded as a "retry" saying what was adapted and told to ``on_retry``, is no endpoint failure, and the
+shape is kept on the client, so every agent of the profile sends the adapted request from then on. A start-up probe
+(``core.llm.probe``) hands what it learned to the clients made after it (``remember_shape``).
+
 The API key is the value of the variable *named* by ``cfg.api_key_env``, taken out of the environment when the run
 started (``core.secrets``), looked up when the client is made and handed to the OpenAI client only: it is never
 part of a message, a log line or an error this module produces, and every message sent is redacted first.
@@ -22,6 +29,7 @@ import email.utils
 import json
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +40,13 @@ import openai
 from anyio.lowlevel import RunVar
 
 from core.config.schema import LlmConfig
+from core.llm.request_shape import Adaptation, RequestShape, adapt, error_text, initial_shape, parameters, read_refusal
+from core.llm.usage import Usage, cost, cost_parts, read_usage
 from core.secrets import redact, secret
 from core.store.model import LlmCall
+
+__all__ = ["LlmClient", "LlmDown", "LlmError", "LlmReply", "LlmUnavailable", "ToolCall", "ToolsRejected",
+           "backoff_s", "classify", "cost", "estimate_tokens", "remember_shape", "retry_after_s"]
 
 # Backoff before retry n (1-based): BACKOFF_BASE_S * 2**(n-1), times a jitter in [0.5, 1.5], at most BACKOFF_MAX_S.
 BACKOFF_BASE_S = 0.5
@@ -41,6 +54,8 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 120.0
 RETRY_STATUSES = frozenset({408, 409, 429})
 CHARS_PER_TOKEN = 4
+# Refusals one call adapts to at most (each parameter is adapted once; this bounds a server that keeps refusing).
+MAX_ADAPTATIONS = 4
 
 
 class LlmError(Exception):
@@ -85,10 +100,6 @@ def estimate_tokens(value: Any) -> int:
     """A rough token count (4 characters a token) of a message, a message list or any JSON-able value."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
-
-
-def cost(cfg: LlmConfig, prompt_tokens: int, completion_tokens: int) -> float:
-    return (prompt_tokens * cfg.price_input_per_mtok + completion_tokens * cfg.price_output_per_mtok) / 1e6
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -147,8 +158,24 @@ def _short(exc: BaseException, limit: int = 200) -> str:
 
 
 # One client per (event loop, profile config): the LLM agents of a run on one model profile share its concurrency
-# limit, its tool-calling mode and its availability; two profiles have a limit each, even on one endpoint.
+# limit, its tool-calling mode, its request shape and its availability; two profiles have a limit each, even on one
+# endpoint.
 _SHARED: RunVar[dict[LlmConfig, LlmClient]] = RunVar("kernelfleet_llm_clients")
+# What the start-up probe learned of each (base_url, model), for this process's clients made after it: the probe
+# runs on an event loop of its own, before the run's.
+_LEARNED: dict[tuple[str, str], RequestShape] = {}
+_LEARNED_LOCK = threading.Lock()
+
+
+def remember_shape(cfg: LlmConfig, shape: RequestShape) -> None:
+    """Clients made from now on for ``cfg``'s endpoint and model start from ``shape``."""
+    with _LEARNED_LOCK:
+        _LEARNED[(cfg.base_url, cfg.model)] = shape
+
+
+def _learned_shape(cfg: LlmConfig) -> RequestShape | None:
+    with _LEARNED_LOCK:
+        return _LEARNED.get((cfg.base_url, cfg.model))
 
 
 class LlmClient:
@@ -160,6 +187,7 @@ class LlmClient:
         self.rng = rng or random.Random()
         # None: not known yet; False once the endpoint refused tools (shared: every agent then uses text).
         self.tools_supported: bool | None = None if cfg.tool_calling == "auto" else cfg.tool_calling == "tools"
+        self.shape = _learned_shape(cfg) or initial_shape(cfg)  # the optional parameters, as the server takes them
         self.unavailable_until = 0.0  # monotonic time before which agents should not call again
         self.calls = 0
         self.failing_since: float | None = None  # monotonic time of the first failed try since the last answer
@@ -219,14 +247,17 @@ class LlmClient:
             raise LlmDown(self.down_reason)
         # Tool results carry candidates' text: no secret value goes to the endpoint, whatever produced it.
         sent = json.loads(redact(json.dumps(messages)))
-        kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": sent,
-                                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = "auto"
+        # Code is denser than 4 characters a token: the output cap leaves the prompt a quarter more room.
+        prompt_room = (estimate_tokens(sent) + (estimate_tokens(tools) if tools else 0)) * 5 // 4
         started = time.monotonic()
-        retries = 0
+        retries = adaptations = 0
+        retry_cap: int | None = None
         while True:
+            shape = self.shape
+            params = parameters(cfg, shape, prompt_room, tools=bool(tools), cap=retry_cap)
+            kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": sent, "extra_body": params}
+            if tools:
+                kwargs["tools"] = tools
             tried = time.monotonic()
             try:
                 async with self.semaphore:
@@ -237,12 +268,16 @@ class LlmClient:
                         response = await self._openai.chat.completions.create(**kwargs)
             except Exception as exc:  # noqa: BLE001 - classified below
                 latency = time.monotonic() - tried
+                adaptation = self._adapt(exc, shape, params, bool(tools), latency, on_call, on_retry) \
+                    if adaptations < MAX_ADAPTATIONS else None
+                if adaptation is not None:
+                    adaptations += 1
+                    retry_cap = adaptation.retry_cap
+                    continue
                 reason = classify(exc)
                 if reason is None:
                     if tools and _tools_rejected(exc):
-                        self.failing_since = None  # it answered: it is up, only without tool calls
-                        _report(on_call, LlmCall("error", latency_s=latency, detail=f"tools rejected: {_short(exc)}"))
-                        raise ToolsRejected(_short(exc)) from None
+                        self._reject_tools(on_call, latency, exc)
                     self._fail(on_call, latency, f"{type(exc).__name__}: {_short(exc)}",
                                f"{cfg.base_url}: {type(exc).__name__}: {_short(exc)}")
                 if retries >= cfg.max_retries:
@@ -266,6 +301,37 @@ class LlmClient:
                 self._fail(on_call, latency, "an answer without choices", f"{cfg.base_url}: an answer without choices")
             self.failing_since = None
             return self._reply(response, messages, retries, time.monotonic() - started, latency)
+
+    def _adapt(self, exc: BaseException, shape: RequestShape, params: dict[str, Any], tools: bool, latency: float,
+               on_call: Callable[[LlmCall], None] | None,
+               on_retry: Callable[[str], None] | None) -> Adaptation | None:
+        """When ``exc`` refuses what a request sent with ``shape`` and ``params``: the adaptation, now the client's
+        shape, recorded and told (tools refused by name raise ToolsRejected); one that changes nothing when another
+        call adapted the shape meanwhile (the request is tried as it is now); else None."""
+        if not isinstance(exc, openai.APIStatusError):
+            return None
+        refusal = read_refusal(error_text(str(exc.message), exc.body))
+        if refusal is None:
+            return None
+        if tools and "tools" in refusal.names:
+            self._reject_tools(on_call, latency, exc)
+        if self.shape is not shape:
+            return Adaptation(self.shape, "")
+        adaptation = adapt(shape, refusal, params)
+        if adaptation is None:
+            return None
+        self.shape = adaptation.shape
+        self.failing_since = None  # it answered: it is up, only not to this request
+        _report(on_call, LlmCall("retry", latency_s=latency, detail=f"adapted: {adaptation.what}: {_short(exc)}"))
+        if on_retry is not None:
+            on_retry(f"llm: the endpoint refused the request as sent; {adaptation.what} for the rest of the run, "
+                     "retried at once")
+        return adaptation
+
+    def _reject_tools(self, on_call: Callable[[LlmCall], None] | None, latency: float, exc: BaseException) -> NoReturn:
+        self.failing_since = None  # it answered: it is up, only without tool calls
+        _report(on_call, LlmCall("error", latency_s=latency, detail=f"tools rejected: {_short(exc)}"))
+        raise ToolsRejected(_short(exc)) from None
 
     def _note_failure(self, what: str) -> None:
         now = time.monotonic()
@@ -292,13 +358,11 @@ class LlmClient:
             calls.append(ToolCall(id=getattr(call, "id", None) or f"call_{i}",
                                   name=getattr(function, "name", "") or "",
                                   arguments=getattr(function, "arguments", "") or ""))
-        usage = getattr(response, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
-        completion = getattr(usage, "completion_tokens", None) if usage is not None else None
-        reported = prompt is not None and completion is not None
-        if not reported:  # estimate, so budgets still hold against a server that reports nothing
-            prompt = estimate_tokens(messages)
-            completion = estimate_tokens(content + "".join(c.arguments for c in calls)) if content or calls else 0
+        usage = read_usage(getattr(response, "usage", None))
+        reported = usage is not None
+        if usage is None:  # estimate, so budgets still hold against a server that reports nothing
+            usage = Usage(estimate_tokens(messages),
+                          estimate_tokens(content + "".join(c.arguments for c in calls)) if content or calls else 0)
         assistant: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             assistant["tool_calls"] = [{"id": c.id, "type": "function",
@@ -306,8 +370,10 @@ class LlmClient:
         finish = choice.finish_reason or ""
         detail = (", ".join(c.name or "(no name)" for c in calls) if calls
                   else f"{len(content)} characters, finish_reason {finish or '-'}")
-        record = LlmCall("tool_calls" if calls else "answer", int(prompt), int(completion), not reported,
-                         cost(self.cfg, int(prompt), int(completion)), latency, detail[:200])
+        dollars = cost_parts(self.cfg, usage)
+        record = LlmCall("tool_calls" if calls else "answer", usage.prompt_tokens, usage.completion_tokens,
+                         not reported, dollars.total, latency, detail[:200], usage.cached_tokens,
+                         usage.reasoning_tokens, dollars.cached, dollars.reasoning)
         return LlmReply(content=content, tool_calls=tuple(calls), finish_reason=finish, call=record,
                         retries=retries, seconds=seconds, message=assistant)
 

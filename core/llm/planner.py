@@ -1,12 +1,16 @@
 """The planner model (``[planner] mode = "llm"``): every ``llm_interval_s`` a model reads the fleet's figures as a
-short text and proposes controls, the same commands a person gives (``core.store.controls.COMMANDS``), each with a
-reason. The run applies them through ``core.fleet.controls.apply_control`` and records each as a ``decision`` event
-"planner model: <reason> (...)"; the rules planner still runs every tick, so budgets, closures and the agents'
-placement stay its own, steered by the priorities and pins the model sets.
+short text (per problem also its worst workloads against T_sol, the languages tried, the newest failures, and its op
+family's notes board) and proposes controls, the same commands a person gives (``core.store.controls.COMMANDS``),
+each with a reason. The run applies them through ``core.fleet.controls.apply_control`` and records each as a
+``decision`` event "planner model: <reason> (...)"; the rules planner still runs every tick, so budgets, closures
+and the agents' placement stay its own, steered by the priorities and pins the model sets. The model may also
+``direct`` an agent or a problem: a short instruction with its reason, recorded as a ``directive`` event
+(``core.fleet.directives``) that the agent's (or every agent on the problem's) next brief shows.
 
-What goes to the model is bounded (``MAX_PROBLEMS_SHOWN`` problems, ``MAX_STATE_CHARS`` in all) and redacted by the
-client. Its answer is untrusted: it may be garbage, huge, name unknown commands or problems, or propose too much;
-``parse_answer`` keeps what is valid (at most ``max_actions``) and says why it refused the rest.
+What goes to the model is bounded (``MAX_PROBLEMS_SHOWN`` problems, ``MAX_STATE_CHARS`` of figures and
+``MAX_DETAILS_CHARS`` of details) and redacted by the client. Its answer is untrusted: it may be garbage, huge, name
+unknown commands or problems, or propose too much; ``parse_answer`` keeps what is valid (at most ``max_actions``) and
+says why it refused the rest.
 
 ``fleet_state``, ``planner_messages`` and ``parse_answer`` are pure; ``LlmPlanner.propose`` makes the one model call.
 """
@@ -20,9 +24,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from core.fleet.directives import MAX_INSTRUCTION_CHARS
+from core.llm.brief import note_line
+from core.llm.gaps import WorkloadGap, gaps_text
 from core.planner.model import CLOSED_STATUSES
 from core.report.figures import FleetFigures, problem_figures
-from core.store.model import AgentRow, LlmCall, ProblemRow
+from core.store.model import AgentRow, EventRow, LlmCall, NoteRow, ProblemRow
 
 if TYPE_CHECKING:
     from core.config.schema import BudgetConfig, LlmConfig, PlannerConfig
@@ -40,11 +47,18 @@ PLANNER_COMMANDS: dict[str, tuple[str, bool]] = {
     "pause_agent": ("agent", False),
     "resume_agent": ("agent", False),
 }
+DIRECT = "direct"  # not a control: an instruction to an agent or a problem, recorded for its next brief
 MAX_PRIORITY = 100  # |value| of a priority the model may set or add
 MAX_PROBLEMS_SHOWN = 60
 MAX_AGENTS_SHOWN = 40
+MAX_DETAILED = 30  # the shown problems whose details (gaps, languages, failures) the model reads
 MAX_LINE_CHARS = 300
-MAX_STATE_CHARS = 16_000
+MAX_DETAIL_CHARS = 500
+MAX_BOARD_NOTES = 3  # the newest notes of the board of each open problem's op family
+MAX_BOARD_NOTE_CHARS = 140
+MAX_DIRECTIVES_SHOWN = 8  # the newest directives given, so the model does not repeat itself
+MAX_STATE_CHARS = 16_000  # the figures
+MAX_DETAILS_CHARS = 8_000  # the problems' details, the notes boards and the directives given, after the figures
 MAX_ANSWER_CHARS = 20_000
 MAX_REASON_CHARS = 200
 MAX_ITEMS_READ = 200  # items of one answer looked at; the rest are counted, not read
@@ -69,6 +83,20 @@ class ProblemFigures:
     tokens: int
     dollars: float
     frontier: str = ""  # a short per-workload summary where the run keeps one
+    family: str = ""  # its op family (core.fleet.similar.op_family): the notes board it shares
+    gaps: str = ""  # its worst workloads against T_sol and T_b (core.llm.gaps.gaps_text)
+    languages: str = ""  # the languages tried: "pytorch 5 (3 passed), triton 2 (0 passed)"
+    failures: tuple[str, ...] = ()  # the newest failed attempts' "#id STATUS: reason", newest first
+
+
+@dataclass(frozen=True)
+class ProblemDetail:
+    """What the planner model reads of a problem beyond its row's figures (the loop gathers it from the store)."""
+
+    family: str = ""
+    gaps: tuple[WorkloadGap, ...] = ()
+    languages: tuple[tuple[str, int, int], ...] = ()  # (language, attempts, passing ones), the most tried first
+    failures: tuple[tuple[int, str, str], ...] = ()  # the newest failed attempts: (id, status, reason), newest first
 
 
 @dataclass(frozen=True)
@@ -94,12 +122,17 @@ class FleetState:
     agents: tuple[AgentFigures, ...]
     device_word: str = "GPU"  # what the run's devices are (core.store.model.device_word): "CPU" on a CPU run
     fleet: FleetFigures | None = None  # over every problem's best (core.report.figures), as the TUI and report show
+    boards: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (op family, its newest notes as lines)
+    directives: tuple[str, ...] = ()  # the newest directives given, as lines
 
 
 def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], totals: Mapping[str, float], *,
                 elapsed_s: float, gpu_busy: float | None, planner: PlannerConfig, budgets: BudgetConfig,
-                device_word: str = "GPU") -> FleetState:
-    """The fleet's figures from store rows (pure)."""
+                device_word: str = "GPU", details: Mapping[int, ProblemDetail] | None = None,
+                boards: Mapping[str, Iterable[NoteRow]] | None = None,
+                directives: Iterable[EventRow] = ()) -> FleetState:
+    """The fleet's figures from store rows (pure); ``details``: problem id -> what the model reads beyond them;
+    ``boards``: op family -> its newest notes; ``directives``: the newest directive events."""
     problems, agents = list(problems), list(agents)
     keys = {p.id: p.key for p in problems}
     on: dict[int, list[str]] = {}
@@ -125,15 +158,36 @@ def fleet_state(problems: Iterable[ProblemRow], agents: Iterable[AgentRow], tota
              f"{planner.plateau_min_gain:g} SOL gain (plateaued; never while pinned), after "
              f"{planner.max_consecutive_failures} failures in a row, or when a budget is spent; resume_problem "
              "reopens a plateaued or failed one.")
-    figures = tuple(ProblemFigures(p.key, p.status, p.priority, p.pinned, p.paused, p.best_speedup, p.best_sol,
-                                   p.attempts, p.since_improvement, p.failures_in_row, tuple(on.get(p.id, ())),
-                                   p.gpu_seconds, p.tokens, p.dollars, frontier_text(p))
-                    for p in problems)
+    details = details or {}
+    figures = tuple(_figures(p, tuple(on.get(p.id, ())), details.get(p.id, ProblemDetail())) for p in problems)
     agent_figures = tuple(AgentFigures(a.name, a.kind, a.state, keys.get(a.problem_id, ""), a.paused)
                           for a in agents)
+    names = {a.id: a.name for a in agents}
+    board_lines = tuple((family, tuple(note_line(n, MAX_BOARD_NOTE_CHARS) for n in notes))
+                        for family, notes in (boards or {}).items())
+    given = tuple(_directive_line(e, names, keys) for e in directives)
     return FleetState(elapsed_s, int(totals.get("attempts", 0)), int(totals.get("tokens", 0)),
                       float(totals.get("dollars", 0.0)), float(totals.get("gpu_seconds", 0.0)), gpu_busy,
-                      tuple(limits), rules, figures, agent_figures, device_word, problem_figures(problems))
+                      tuple(limits), rules, figures, agent_figures, device_word, problem_figures(problems),
+                      board_lines, given)
+
+
+def _figures(p: ProblemRow, agents: tuple[str, ...], detail: ProblemDetail) -> ProblemFigures:
+    languages = ", ".join(f"{name} {tried} ({passing} passed)" for name, tried, passing in detail.languages)
+    failures = tuple(_clip(f"#{attempt_id} {status}: {reason}" if reason else f"#{attempt_id} {status}", 160)
+                     for attempt_id, status, reason in detail.failures)
+    return ProblemFigures(p.key, p.status, p.priority, p.pinned, p.paused, p.best_speedup, p.best_sol, p.attempts,
+                          p.since_improvement, p.failures_in_row, agents, p.gpu_seconds, p.tokens, p.dollars,
+                          frontier_text(p), detail.family, gaps_text(detail.gaps), languages, failures)
+
+
+def _directive_line(e: EventRow, names: Mapping[int, str], keys: Mapping[int, str]) -> str:
+    if e.agent_id is None:
+        to = f"problem {keys.get(e.problem_id, e.problem_id)}"
+    else:
+        to = names.get(e.agent_id, f"agent {e.agent_id}") + (f" (on {keys[e.problem_id]})" if e.problem_id in keys
+                                                             else "")
+    return _clip(f"to {to}: {e.message}", MAX_LINE_CHARS)
 
 
 def frontier_text(p: ProblemRow) -> str:
@@ -157,7 +211,8 @@ def _shown_order(p: ProblemFigures) -> tuple:
 
 
 def state_text(state: FleetState) -> str:
-    """The fleet's figures as a bounded text (at most MAX_STATE_CHARS)."""
+    """The fleet's figures as a bounded text (at most MAX_STATE_CHARS), then the shown problems' details, their
+    families' notes boards and the directives given lately (at most MAX_DETAILS_CHARS more)."""
     word = state.device_word
     busy = f", {word} busy {state.gpu_busy:.0%}" if state.gpu_busy is not None else ""
     lines = [f"Run: {state.elapsed_s:.0f} s, {state.attempts} attempts, {state.gpu_seconds:.1f} {word}-seconds in "
@@ -189,7 +244,35 @@ def state_text(state: FleetState) -> str:
         lines.append(f"... and {hidden} more problems (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                      + ")")
     text = "\n".join(lines)
-    return text if len(text) <= MAX_STATE_CHARS else text[:MAX_STATE_CHARS] + "\n... (cut)"
+    text = text if len(text) <= MAX_STATE_CHARS else text[:MAX_STATE_CHARS] + "\n... (cut)"
+    details = _detail_lines(shown[:MAX_DETAILED])
+    if state.boards:
+        details += ["", "Notes boards of the open problems' op families (newest last):"]
+        details += [f"- {family}: " + (" | ".join(notes) if notes else "(empty)") for family, notes in state.boards]
+    if state.directives:
+        details += ["", "Directives you gave lately (oldest first):", *(f"- {d}" for d in state.directives)]
+    more = "\n".join(details)
+    more = more if len(more) <= MAX_DETAILS_CHARS else more[:MAX_DETAILS_CHARS] + "\n... (cut)"
+    return text + ("\n" + more if more else "")
+
+
+def _detail_lines(problems: Iterable[ProblemFigures]) -> list[str]:
+    lines = []
+    for p in problems:
+        parts = [f"family {p.family}"] if p.family else []
+        if p.gaps:
+            parts.append(f"workloads: {p.gaps}")
+        if p.languages:
+            parts.append(f"tried {p.languages}")
+        if p.failures:
+            parts.append("newest failures: " + " | ".join(p.failures))
+        if parts:
+            lines.append(_clip(f"- {p.key}: " + "; ".join(parts), MAX_DETAIL_CHARS))
+    if lines:
+        lines[:0] = ["", "Problems in detail (workloads: the furthest from T_sol, their fastest passing time in "
+                         "multiples of T_sol, then those slower than T_b and those with no passing time; the languages "
+                         "tried: attempts and passing ones; the newest failures):"]
+    return lines
 
 
 def fleet_text(fleet: FleetFigures) -> str:
@@ -209,12 +292,17 @@ def system_prompt(max_actions: int, device_word: str = "GPU") -> str:
             f"speed-of-light (SOL) per {device_word}-second: raise the priority of problems with room left and "
             "recent gains, lower or pause those that stall, pin a problem that deserves agents now, unpin it later. "
             "You do not move agents yourself: the rules give agents to problems by priority and pins every few "
-            "seconds.\n\n"
-            f"Commands:\n{commands}\n\n"
+            "seconds. You can tell them what to try: read each problem's worst workloads, the languages tried, its "
+            "newest failures and its op family's notes, and direct an agent (or every agent on a problem) with one "
+            "concrete instruction, e.g. the workloads to focus on, a technique or language to try, a failure to fix "
+            "first; the agent reads it at the start of its next turn.\n\n"
+            f"Commands:\n{commands}\n- {DIRECT}: target an agent or a problem, with an instruction (at most "
+            f"{MAX_INSTRUCTION_CHARS} characters)\n\n"
             "Answer with JSON only: {\"actions\": [{\"command\": ..., \"target\": ..., \"value\": ..., "
-            "\"reason\": ...}]} where target is a problem key or an agent name exactly as listed, value only for "
-            "priorities (set_priority sets it, bump_priority adds to it), and reason one short sentence a person "
-            f"reads. At most {max_actions} actions; {{\"actions\": []}} when nothing should change. "
+            "\"instruction\": ..., \"reason\": ...}]} where target is a problem key or an agent name exactly as "
+            "listed, value only for priorities (set_priority sets it, bump_priority adds to it), instruction only "
+            f"for {DIRECT}, and reason one short sentence a person (and, for {DIRECT}, the agent) reads. At most "
+            f"{max_actions} actions; {{\"actions\": []}} when nothing should change. "
             f"With tools, call `{TOOL_NAME}` once per action instead.")
 
 
@@ -225,10 +313,13 @@ def planner_messages(state: FleetState, max_actions: int) -> list[dict[str, Any]
 
 def tool_schema() -> dict[str, Any]:
     return {"type": "function", "function": {
-        "name": TOOL_NAME, "description": "Apply one control to the run, with a reason a person reads.",
+        "name": TOOL_NAME, "description": f"Apply one control to the run, or ({DIRECT}) give an agent or a problem's "
+                                          "agents an instruction, with a reason a person reads.",
         "parameters": {"type": "object", "properties": {
-            "command": {"type": "string", "enum": list(PLANNER_COMMANDS)}, "target": {"type": "string"},
-            "value": {"type": "integer"}, "reason": {"type": "string"}},
+            "command": {"type": "string", "enum": [*PLANNER_COMMANDS, DIRECT]}, "target": {"type": "string"},
+            "value": {"type": "integer"}, "instruction": {"type": "string", "description": f"{DIRECT} only: what to "
+                                                                                         "try, one or two sentences"},
+            "reason": {"type": "string"}},
             "required": ["command", "target", "reason"]}}}
 
 
@@ -241,6 +332,15 @@ class Proposal:
     target: str  # a problem key or an agent name, as the run knows it
     value: int | None
     reason: str
+    instruction: str = ""  # a directive's
+    to_agent: bool = False  # a directive's target is an agent (else a problem)
+
+    @property
+    def target_kind(self) -> str:
+        """"agent" or "problem"."""
+        if self.command == DIRECT:
+            return "agent" if self.to_agent else "problem"
+        return PLANNER_COMMANDS[self.command][0]
 
     def describe(self) -> str:
         return f"{self.command} {self.target}" + (f" {self.value:+d}" if self.command == "bump_priority"
@@ -327,9 +427,11 @@ def _proposal(item: Any, problems: Collection[str], agents: Collection[str]) -> 
         return Refusal(_clip(json.dumps(item, default=str), 80), "not an action object")
     command, target = item.get("command"), item.get("target")
     what = _clip(f"{command} {target if target is not None else ''}", 120)
+    if command == DIRECT:
+        return _directive(item, what, problems, agents)
     if not isinstance(command, str) or command not in PLANNER_COMMANDS:
         why = ("not a planner command (a person's)" if command == "stop_run" else
-               f"unknown command; known: {', '.join(PLANNER_COMMANDS)}")
+               f"unknown command; known: {', '.join([*PLANNER_COMMANDS, DIRECT])}")
         return Refusal(what, why)
     kind, valued = PLANNER_COMMANDS[command]
     resolved = _resolve(target, kind, problems, agents)
@@ -345,6 +447,21 @@ def _proposal(item: Any, problems: Collection[str], agents: Collection[str]) -> 
     if not isinstance(reason, str) or not reason.strip():
         return Refusal(what, "no reason given")
     return Proposal(command, resolved, value, _clip(reason, MAX_REASON_CHARS))
+
+
+def _directive(item: dict, what: str, problems: Collection[str], agents: Collection[str]) -> Proposal | Refusal:
+    target = item.get("target")
+    agent = _resolve(target, "agent", problems, agents)
+    resolved = agent or _resolve(target, "problem", problems, agents)
+    if resolved is None:
+        return Refusal(what, f"no agent or problem {_clip(str(target), 80)!r} in this run")
+    instruction, reason = item.get("instruction"), item.get("reason")
+    if not isinstance(instruction, str) or not instruction.strip():
+        return Refusal(what, "no instruction given")
+    if not isinstance(reason, str) or not reason.strip():
+        return Refusal(what, "no reason given")
+    return Proposal(DIRECT, resolved, None, _clip(reason, MAX_REASON_CHARS),
+                    _clip(instruction, MAX_INSTRUCTION_CHARS), agent is not None)
 
 
 def parse_answer(content: str, tool_calls: Iterable[tuple[str, str]] = (), *, problems: Collection[str],
@@ -368,7 +485,7 @@ def parse_answer(content: str, tool_calls: Iterable[tuple[str, str]] = (), *, pr
                 refusals.append(Refusal(_clip(name or "(no name)", 60), "tool-call arguments are not an object"))
             elif name == TOOL_NAME:
                 items.append(args)
-            elif name in PLANNER_COMMANDS:
+            elif name in PLANNER_COMMANDS or name == DIRECT:
                 items.append({**args, "command": name})
             else:
                 refusals.append(Refusal(_clip(name or "(no name)", 60), f"unknown tool; call {TOOL_NAME}"))

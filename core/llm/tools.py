@@ -24,6 +24,8 @@ from core.fleet.facts import language_refusal
 from core.solution.io import parse_solution
 from core.solution.schema import Solution
 from core.solution.tunables import TUNABLES_MODULE_FILE
+from core.llm.brief import workload_bests
+from core.llm.edits import EditRefused, apply_diff, replace_once
 from core.llm.toolkit import Tool, ToolRefused, ToolResult, registered
 from core.store.model import AttemptRow
 
@@ -109,6 +111,32 @@ class Workspace:
             raise WorkspaceError(f"{SPEC_FILE}: no spec object and no sources in it")
         return f"{SPEC_FILE}: " + ", ".join(done)
 
+    def edit(self, path: Any, *, old: Any = None, new: Any = None, diff: Any = None) -> str:
+        """Change a file in place: ``old`` (occurring exactly once) replaced by ``new``, or a unified ``diff``."""
+        path = check_path(path)
+        if path == SPEC_FILE:
+            raise WorkspaceError(f"{SPEC_FILE} cannot be edited; write it whole or use set_spec")
+        exact = old is not None or new is not None
+        if exact == (diff is not None):
+            raise WorkspaceError("give either old and new (an exact replacement) or diff (a unified diff)")
+        if exact and not (isinstance(old, str) and isinstance(new, str)):
+            raise WorkspaceError("old and new must both be strings")
+        if not exact and not isinstance(diff, str):
+            raise WorkspaceError("diff must be a string")
+        text = self.read(path)
+        try:
+            edited = replace_once(text, old, new) if exact else apply_diff(text, diff)
+        except EditRefused as exc:
+            raise WorkspaceError(f"{path}: {exc}") from None
+        if edited == text:
+            return f"{path}: unchanged (the edit gives the same text)"
+        if not edited.strip():
+            raise WorkspaceError(f"{path}: the edit would leave the file empty; write_file with empty content "
+                                 "removes a file")
+        self.write(path, edited)
+        lines = edited.count("\n") + 1
+        return f"edited {path} ({len(edited)} characters, {lines} lines)"
+
     def read(self, path: Any) -> str:
         path = check_path(path)
         if path == SPEC_FILE:
@@ -141,6 +169,11 @@ async def _write_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
     return ToolResult(box.workspace.write(args.get("path"), args.get("content")))
 
 
+async def _edit_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
+    return ToolResult(box.workspace.edit(args.get("path"), old=args.get("old"), new=args.get("new"),
+                                         diff=args.get("diff")))
+
+
 async def _read_file(box: Toolbox, args: dict[str, Any]) -> ToolResult:
     return ToolResult(box.workspace.read(args.get("path")))
 
@@ -169,6 +202,11 @@ WORKSPACE_TOOLS: tuple[Tool, ...] = tuple(dataclasses.replace(tool, logged=False
     Tool("write_file", "Create or replace a file of your candidate (a relative path). Writing solution.json sets the "
                        "spec from its `spec` object.", _write_file,
          {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")),
+    Tool("edit_file", "Change part of a file of your candidate without rewriting it: either `old` and `new` (the "
+                      "exact text `old`, which must occur exactly once, is replaced by `new`) or `diff` (a unified "
+                      "diff of that file: @@ hunks whose context and - lines must match the file exactly).",
+         _edit_file, {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"},
+                      "diff": {"type": "string"}}, ("path",)),
     Tool("read_file", "Read a file of your candidate.", _read_file, {"path": {"type": "string"}}, ("path",)),
     Tool("set_spec", "Choose the solution spec: language (one this run allows: see the brief), entry point "
                      "('file.py::function') and destination passing style.", _set_spec,
@@ -209,17 +247,54 @@ def verdict_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[in
         timing = wv.get("timing") or {}
         info = infos.get(index)
         t = timing.get("median_ms")
-        detail = "" if status == "PASSED" else _clip(" ".join(str(wv.get("reason", "")).split()), 300)
-        errors = wv.get("errors") or {}
-        if status == "INCORRECT_NUMERICAL" and errors:
-            detail += (f" max_abs {errors.get('max_abs_error', 0):.3g}, max_rel {errors.get('max_rel_error', 0):.3g},"
-                       f" matched {errors.get('matched_ratio', 0):.4g}")
+        detail = _failure_detail(wv)
         lines.append(" | ".join([str(index), (axes or {}).get(index, info.axes if info else ""), str(status),
                                  f"{t:.4g} ms" if t is not None else "-",
                                  f"{info.t_b_ms:.4g} ms" if info and info.t_b_ms is not None else "-",
                                  f"{info.t_sol_ms:.4g} ms" if info and info.t_sol_ms is not None else "-",
                                  detail.strip()]))
     return "\n".join(lines)
+
+
+def progress_table(attempt: AttemptRow, workloads_info: tuple = (), axes: dict[int, str] | None = None,
+                   bests: dict[int, tuple[float, int]] | None = None) -> str:
+    """An evaluation's result as the agent sees it: the overall line, then one compact row per evaluated workload:
+    its time against ``bests`` (the fastest passing time before this attempt, and its attempt), the speedup over
+    T_b and the share of the speed of light reached (T_sol / time); a failed workload named with its reason."""
+    infos, bests = {w.index: w for w in workloads_info}, bests or {}
+    lines = [f"attempt {attempt.id}: {verdict_line(attempt)}",
+             "workload | axes | time | vs best so far | speedup over T_b | T_sol / time"]
+    for wv in (attempt.verdict or {}).get("workloads", []):
+        index, status = wv.get("index"), wv.get("status")
+        status = getattr(status, "value", status)
+        info = infos.get(index)
+        row = [str(index), (axes or {}).get(index, info.axes if info else "")]
+        t = (wv.get("timing") or {}).get("median_ms")
+        if status != "PASSED" or not isinstance(t, (int, float)) or t <= 0:
+            detail = _failure_detail(wv)
+            lines.append(" | ".join(row + [f"{status}: {detail}" if detail else str(status)]))
+            continue
+        best = bests.get(index)
+        versus = "first pass" if best is None else (f"{(t / best[0] - 1) * 100:+.1f}% vs {best[0]:.4g} ms "
+                                                    f"(attempt {best[1]})" + (", new best" if t < best[0] else ""))
+        t_b = info.t_b_ms if info is not None else None
+        t_sol = info.t_sol_ms if info is not None else None
+        lines.append(" | ".join(row + [f"{t:.4g} ms", versus, f"{t_b / t:.3g}x" if t_b else "-",
+                                       f"{t_sol / t:.0%}" if t_sol else "-"]))
+    return "\n".join(lines)
+
+
+def _failure_detail(wv: dict[str, Any]) -> str:
+    """Why a workload did not pass, in one line ("" when it passed)."""
+    status = getattr(wv.get("status"), "value", wv.get("status"))
+    if status == "PASSED":
+        return ""
+    detail = _clip(" ".join(str(wv.get("reason", "")).split()), 300)
+    errors = wv.get("errors") or {}
+    if status == "INCORRECT_NUMERICAL" and errors:
+        detail += (f" max_abs {errors.get('max_abs_error', 0):.3g}, max_rel {errors.get('max_rel_error', 0):.3g},"
+                   f" matched {errors.get('matched_ratio', 0):.4g}")
+    return detail.strip()
 
 
 def _clip(text: str, limit: int) -> str:
@@ -310,7 +385,8 @@ class Toolbox:
         attempt = await self.bench.evaluate(solution, workloads=indices, parent_id=self.parent_id, note=note)
         self.parent_id = attempt.id
         axes = {w.index: " ".join(f"{k}={v}" for k, v in w.axes.items()) for w in self.bench.problem.workloads}
-        return ToolResult(verdict_table(attempt, self.bench.row().workloads, axes), attempt=attempt)
+        bests = workload_bests([a for a in self.bench.attempts() if a.id != attempt.id])
+        return ToolResult(progress_table(attempt, self.bench.row().workloads, axes, bests), attempt=attempt)
 
     async def finish(self, note: str) -> ToolResult:
         """A full evaluation, then the turn ends; a candidate equal to a fully evaluated attempt just ends it."""
@@ -365,16 +441,23 @@ class TextReply:
     files: tuple[tuple[str, str], ...]  # (path, content) in order
     blocks: int  # fenced blocks seen, with a path or not
     finish_note: str | None  # the note of a FINISH line, if there is one
+    diffs: tuple[tuple[str, str], ...] = ()  # (path, unified diff) of the ```diff blocks, in order
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.files or self.diffs)
 
 
 def parse_text_reply(text: str) -> TextReply:
-    """Files in fenced blocks whose info string carries ``path=...``; a ``FINISH: note`` line ends the turn."""
-    files = []
+    """Files in fenced blocks whose info string carries ``path=...`` (a block whose language is ``diff`` is a unified
+    diff of that file, for ``edit_file``); a ``FINISH: note`` line ends the turn."""
+    files, diffs = [], []
     blocks = 0
     for match in _FENCE.finditer(text or ""):
         blocks += 1
         found = _PATH.search(match.group(1))
         if found:
-            files.append((found.group(1), match.group(2)))
+            is_diff = match.group(1).split(maxsplit=1)[:1] == ["diff"]
+            (diffs if is_diff else files).append((found.group(1), match.group(2)))
     finish = _FINISH.search(_FENCE.sub("", text or ""))
-    return TextReply(tuple(files), blocks, finish.group(1).strip() if finish else None)
+    return TextReply(tuple(files), blocks, finish.group(1).strip() if finish else None, tuple(diffs))

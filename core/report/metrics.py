@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from core.report.figures import (busy_sample, counted_sol, counted_speedup, device_word, fleet_figures,
                                   problem_figures, subset_figures)
 from core.roofline.sol import is_better
-from core.store.model import AgentRow, AttemptRow, DeviceUsage, MetricRow, ProblemRow, RunInfo
+from core.store.model import AgentRow, AttemptRow, DeviceUsage, LlmUsage, MetricRow, ProblemRow, RunInfo
 from core.store.queries import Queries
 
 
@@ -66,6 +66,7 @@ class RunReport:
     # problem key -> (workload index, why) of the workloads whose T_b was taken in another machine state than the
     # run's start (core.evaluate.baseline.machine): their speedups are flagged, not comparable
     state_moved: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    llm: LlmUsage = field(default_factory=LlmUsage)  # every model call summed, cached and reasoning tokens apart
 
     @property
     def device_word(self) -> str:
@@ -188,7 +189,7 @@ def build_report(reader: Queries) -> RunReport:
     return RunReport(problems, fleet_summary(problems, totals, seed=True), fleet_summary(problems, totals),
                      reader.run_info(), reader.metrics(), reader.device_usage(),
                      progress_over_time(reader.attempts(state="done"), keys), not_evaluated(reader),
-                     state_moved(reader))
+                     state_moved(reader), reader.llm_usage())
 
 
 def state_moved(reader: Queries) -> dict[str, list[tuple[int, str]]]:
@@ -234,7 +235,27 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
                         for key, moved in report.state_moved.items()},
         # The pool's own account since the run's last start (a resume starts a new pool).
         "pool": pool_to_dict(busy_sample(report.metrics)),
+        "llm": asdict(report.llm),
     })
+
+
+def llm_usage_line(usage: LlmUsage) -> str:
+    """The model calls' cached and reasoning tokens with what they cost ("model tokens: 12,000 prompt, 3,000 of
+    them cached ($0.0011); 4,000 completion, 2,500 of them reasoning ($0.0250)"); "" when there are none."""
+    if not (usage.cached_tokens or usage.reasoning_tokens):
+        return ""
+    parts = [f"{usage.prompt_tokens:,} prompt" + (f", {usage.cached_tokens:,} of them cached "
+                                                    f"({_dollars(usage.cached_dollars)})" if usage.cached_tokens
+                                                    else ""),
+             f"{usage.completion_tokens:,} completion" + (f", {usage.reasoning_tokens:,} of them reasoning "
+                                                          f"({_dollars(usage.reasoning_dollars)})"
+                                                          if usage.reasoning_tokens else "")]
+    return ("model tokens: " + "; ".join(parts) + f"; {_dollars(usage.dollars)} in all"
+            + (" (some estimated)" if usage.estimated else ""))
+
+
+def _dollars(x: float) -> str:
+    return f"${x:.4f}" if 0 < x < 0.01 else f"${x:.2f}"
 
 
 def kernel_time_line(sample: MetricRow | None, device: str) -> str:

@@ -191,7 +191,9 @@ class LlmCall:
     """One HTTP try of a model call as it returned: what it cost, how long it took and how it ended.
 
     outcome: "answer" (text), "tool_calls", "garbage" (an answer the agent could not use), "error" (the call gave
-    up) or "retry" (it is tried again). Tokens are the endpoint's usage, else an estimate (``tokens_estimated``).
+    up) or "retry" (it is tried again). Tokens are the endpoint's usage, else an estimate (``tokens_estimated``):
+    ``cached_tokens`` are part of ``prompt_tokens``, ``reasoning_tokens`` part of ``completion_tokens``, and
+    ``cached_dollars`` and ``reasoning_dollars`` part of ``dollars`` (``core.llm.usage.cost_parts``).
     """
 
     outcome: str
@@ -201,6 +203,10 @@ class LlmCall:
     dollars: float = 0.0
     latency_s: float = 0.0
     detail: str = ""
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_dollars: float = 0.0
+    reasoning_dollars: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -209,6 +215,21 @@ class LlmCall:
     @property
     def answered(self) -> bool:
         return self.outcome in ANSWER_OUTCOMES
+
+
+@dataclass(frozen=True)
+class LlmUsage:
+    """Every model call of a run summed (``Queries.llm_usage``): tokens as ``LlmCall`` counts them, and dollars."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    dollars: float = 0.0
+    cached_dollars: float = 0.0
+    reasoning_dollars: float = 0.0
+    estimated: bool = False  # some counts are estimates (an endpoint reported no usage)
 
 
 @dataclass(frozen=True)
@@ -379,7 +400,8 @@ def attempt_from_row(r) -> AttemptRow:
 def llm_call_from_row(r) -> LlmCallRow:
     return LlmCallRow(r["id"], r["ts"], r["agent_id"], r["problem_id"],
                       LlmCall(r["outcome"], r["prompt_tokens"], r["completion_tokens"], bool(r["tokens_estimated"]),
-                              r["dollars"], r["latency_s"], r["detail"]), r["profile"], r["model"])
+                              r["dollars"], r["latency_s"], r["detail"], r["cached_tokens"], r["reasoning_tokens"],
+                              r["cached_dollars"], r["reasoning_dollars"]), r["profile"], r["model"])
 
 
 @_row_of("events")

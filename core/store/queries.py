@@ -114,6 +114,39 @@ class Queries:
                                  [*args, int(limit)]).fetchall()
         return [model.event_from_row(r) for r in reversed(rows)]
 
+    def events_addressed(self, kind: str, agent_id: int, problem_id: int, *, since_id: int = 0,
+                         limit: int = 500) -> list[model.EventRow]:
+        """The newest ``limit`` events of ``kind`` after ``since_id`` (oldest first) addressed to agent ``agent_id``,
+        or to no agent and problem ``problem_id`` (the planner model's directives, ``core.fleet.directives``)."""
+        rows = self.conn.execute(
+            "SELECT * FROM events WHERE kind = ? AND id > ? AND (agent_id = ? OR (agent_id IS NULL AND "
+            "problem_id = ?)) ORDER BY id DESC LIMIT ?", (kind, since_id, agent_id, problem_id, int(limit))).fetchall()
+        return [model.event_from_row(r) for r in reversed(rows)]
+
+    def languages_tried(self) -> dict[int, list[tuple[str, int, int]]]:
+        """Problem id -> (language, finished attempts, passing ones) of its attempts, the most tried first."""
+        tried: dict[int, list[tuple[str, int, int]]] = {}
+        for r in self.conn.execute(
+                "SELECT problem_id, language, COUNT(*) AS n, SUM(status = 'PASSED') AS passing FROM attempts WHERE "
+                "state = 'done' GROUP BY problem_id, language ORDER BY problem_id, n DESC, language"):
+            tried.setdefault(r["problem_id"], []).append((r["language"], r["n"], r["passing"] or 0))
+        return tried
+
+    def newest_failures(self, per_problem: int) -> dict[int, list[tuple[int, str, str]]]:
+        """Problem id -> its newest ``per_problem`` finished attempts that did not pass: (id, status, reason),
+        newest first."""
+        failures: dict[int, list[tuple[int, str, str]]] = {}
+        for r in self.conn.execute(
+                "SELECT id, problem_id, status, reason FROM (SELECT id, problem_id, status, reason, ROW_NUMBER() OVER "
+                "(PARTITION BY problem_id ORDER BY id DESC) AS k FROM attempts WHERE state = 'done' AND status IS NOT "
+                "NULL AND status != 'PASSED') WHERE k <= ? ORDER BY problem_id, id DESC", (int(per_problem),)):
+            failures.setdefault(r["problem_id"], []).append((r["id"], r["status"], r["reason"]))
+        return failures
+
+    def last_event_id(self) -> int:
+        """The id of the newest event (0 before any)."""
+        return self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+
     def lifecycle_events(self, since_id: int = 0) -> list[model.EventRow]:
         """The events after ``since_id`` that tell the run's course (oldest first): its starts, resumes and ends
         (kind "run"), the controls applied, and the log lines of the bests' re-verification (``core.fleet.verify``:
@@ -231,6 +264,16 @@ class Queries:
         row = self.conn.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), "
                                 "COALESCE(SUM(dollars), 0) FROM llm_calls").fetchone()
         return int(row[0]), float(row[1])
+
+    def llm_usage(self) -> model.LlmUsage:
+        """Every model call of the run summed: tokens (cached and reasoning among them) and dollars."""
+        r = self.conn.execute(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(prompt_tokens), 0) AS p, COALESCE(SUM(completion_tokens), 0) AS c, "
+            "COALESCE(SUM(cached_tokens), 0) AS ct, COALESCE(SUM(reasoning_tokens), 0) AS rt, "
+            "COALESCE(SUM(dollars), 0) AS usd, COALESCE(SUM(cached_dollars), 0) AS cusd, "
+            "COALESCE(SUM(reasoning_dollars), 0) AS rusd, COALESCE(MAX(tokens_estimated), 0) AS est "
+            "FROM llm_calls").fetchone()
+        return model.LlmUsage(r["n"], r["p"], r["c"], r["ct"], r["rt"], r["usd"], r["cusd"], r["rusd"], bool(r["est"]))
 
     def totals(self) -> dict[str, float]:
         """Finished attempts and their GPU seconds; tokens and dollars of every model call, whatever it led to."""

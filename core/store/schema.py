@@ -218,6 +218,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE problems ADD COLUMN preparation_s REAL;
     """,
+    # 12: each model call's cached prompt tokens and reasoning tokens (parts of its prompt and completion tokens) and
+    # what they cost (parts of its dollars, ``core.llm.usage.cost_parts``); 0 in rows written before.
+    """
+    ALTER TABLE llm_calls ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE llm_calls ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE llm_calls ADD COLUMN cached_dollars REAL NOT NULL DEFAULT 0;
+    ALTER TABLE llm_calls ADD COLUMN reasoning_dollars REAL NOT NULL DEFAULT 0;
+    """,
 )
 
 

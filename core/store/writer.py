@@ -319,7 +319,9 @@ class RunStore(Queries):
                 "ts": time.time(), "agent_id": agent_id, "problem_id": problem_id, "profile": profile, "model": model,
                 "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
                 "tokens_estimated": int(call.tokens_estimated), "dollars": call.dollars, "latency_s": call.latency_s,
-                "outcome": call.outcome, "detail": call.detail[:300]})
+                "outcome": call.outcome, "detail": call.detail[:300], "cached_tokens": call.cached_tokens,
+                "reasoning_tokens": call.reasoning_tokens, "cached_dollars": call.cached_dollars,
+                "reasoning_dollars": call.reasoning_dollars})
             if call.tokens or call.dollars:
                 for table, row_id, dirty in (("problems", problem_id, self._dirty_problems),
                                              ("agents", agent_id, self._dirty_agents)):

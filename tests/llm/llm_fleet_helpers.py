@@ -58,7 +58,8 @@ def write_problem(root: Path, name: str = "scaled_relu") -> Path:
 def write_config(path: Path, **sections) -> Path:
     base = {
         "llm": {"model": "scripted-model", "api_key_env": "KF_TEST_LLM_KEY", "timeout_s": 5.0, "max_retries": 3,
-                "price_input_per_mtok": 2.0, "price_output_per_mtok": 8.0, "context_tokens": 32768},
+                "price_input_per_mtok": 2.0, "price_output_per_mtok": 8.0, "context_tokens": 32768,
+                "max_tokens": 4096},
         "fleet": {"device": "cpu", "tuner_agents": 0, "llm_agents": 1, "languages": ["pytorch"]},
         "gpus": {"spare": False, "workload_timeout_s": 60.0},
         "planner": {"tick_s": 0.1, "plateau_attempts": 50},

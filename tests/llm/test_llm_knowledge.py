@@ -80,11 +80,8 @@ def test_brief_names_the_bound_how_t_b_was_measured_and_the_best_time_with_its_h
     assert workload_bests(history) == {0: (0.009, 4), 1: (0.03, 2)}
     brief = problem_brief(problem, row, history[1], history, agent_id=7)
     assert "not known yet" not in brief
-    assert ("- workload 0: rows=64; T_b 0.02 ms, T_sol 0.0004 ms (latency-bound: the fixed launch latency outweighs "
-            "both memory and compute); T_b is eager (eager 0.02 ms, torch.compile 0.03 ms); best 0.009 ms (attempt 4)"
-            in brief)
-    assert ("- workload 1: rows=256; T_b 0.05 ms, T_sol 0.001 ms (memory-bound); T_b is torch.compile (eager 0.08 "
-            "ms, torch.compile 0.05 ms); best 0.03 ms (attempt 2)") in brief
+    assert "| 0 | 64 | 0.02 e | 0.0004 | lat | 0.009 #4 | 2.22x |" in brief
+    assert "| 1 | 256 | 0.05 c | 0.001 | mem | 0.03 #2 | 1.67x |" in brief
     # Each listed attempt carries its times per workload; the best is marked.
     assert "- 2 by you: PASSED 1.7x [pytorch; ms per workload 0: 0.011, 1: 0.03; the current best]" in brief
     assert "- 4 by agent 8: PASSED [pytorch; ms per workload 0: 0.009, 1: 0.04]" in brief
@@ -99,7 +96,7 @@ def test_the_best_is_listed_even_when_older_than_the_recent_attempts(tmp_path):
     brief = problem_brief(problem, row, history[0], history, max_notes=3)
     listed = [line for line in brief.splitlines() if line.startswith("- ") and " by " in line]
     assert [line.split(" by ")[0] for line in listed] == ["- 1", "- 9", "- 10", "- 11"]
-    assert "T_sol unknown (bound unknown); T_b method unknown; best 0.01 ms (attempt 1)" in brief
+    assert "| 0 | 64 | 0.02 | - | - | 0.01 #1 | 2x |" in brief
 
 
 def test_the_sol_model_says_which_term_bounds_each_workload(tmp_path):
@@ -213,10 +210,11 @@ def test_the_workbench_refuses_a_language_the_run_does_not_allow_and_records_not
 
 def test_notes_and_the_best_of_similar_problems_reach_another_problems_brief(tmp_path):
     other_reference = "import torch\n\ndef run(x, w):\n    return torch.softmax(x @ torch.diag(w), dim=-1)\n"
-    fleet = _open_fleet(tmp_path, [("cpu", "relu_a", REFERENCE), ("cpu", "relu_b", REFERENCE),
-                                   ("misc", "relu_c", REFERENCE), ("misc", "softmax_d", other_reference)])
+    cumsum_reference = "import torch\n\ndef run(x, w):\n    return torch.relu(x * w).cumsum(-1)\n"
+    fleet = _open_fleet(tmp_path, [("cpu", "relu_a", REFERENCE), ("misc", "relu_b", REFERENCE),
+                                   ("misc", "relu_c", cumsum_reference), ("misc", "softmax_d", other_reference)])
     try:
-        a, b = _bench(fleet, "cpu/relu_a"), _bench(fleet, "cpu/relu_b")
+        a, b = _bench(fleet, "cpu/relu_a"), _bench(fleet, "misc/relu_b")
         c, d = _bench(fleet, "misc/relu_c"), _bench(fleet, "misc/softmax_d")
         fleet.store.set_problem_workloads(a.problem_id, [asdict(WorkloadInfo(0, "rows=64", 0.02)),
                                                          asdict(WorkloadInfo(1, "rows=256", 0.05))])
@@ -225,14 +223,15 @@ def test_notes_and_the_best_of_similar_problems_reach_another_problems_brief(tmp
         assert fleet.store.problem(a.problem_id).best_attempt_id == best
         a.add_note("mul with out= then relu_ in place: no temporaries")
 
-        # b shares a's op family (its subset "cpu"); c only a's reference operations; d neither.
+        # b shares a's op family (elementwise, from what both references call; not their folder); c only half of a's
+        # reference operations (its cumsum makes it a reduction); d neither.
         assert [(n.agent_name, n.problem_key, n.text) for n in b.family_notes()] == [
             ("llm-1", "cpu/relu_a", "mul with out= then relu_ in place: no temporaries")]
         assert c.family_notes() == [] and d.family_notes() == []
         assert [(s.problem_key, s.attempt_id, s.speedup, s.why) for s in b.similar_bests()] == [
-            ("cpu/relu_a", best, 1.5, "same op family cpu")]
+            ("cpu/relu_a", best, 1.5, "same op family elementwise")]
         assert [(s.problem_key, s.why) for s in c.similar_bests()] == [
-            ("cpu/relu_a", "similar reference operations (1.00)")]
+            ("cpu/relu_a", "similar reference operations (0.50)")]
         assert d.similar_bests() == []
 
         # The attempt tool reads the best of a similar problem, never another of its attempts.
@@ -251,8 +250,8 @@ def test_notes_and_the_best_of_similar_problems_reach_another_problems_brief(tmp
         brief = problem_brief(b.problem, b.row(), None, b.attempts(), facts=b.facts(), similar=b.similar_bests(),
                               notes=b.family_notes(), plateau_attempts=12)
         assert "## Best solutions of similar problems in this run" in brief
-        assert f"- cpu/relu_a (same op family cpu): attempt {best}, pytorch, speedup 1.5x, SOL 0.7" in brief
-        assert "## Notes board of the op family cpu (newest last)" in brief
+        assert f"- cpu/relu_a (same op family elementwise): attempt {best}, pytorch, speedup 1.5x, SOL 0.7" in brief
+        assert "## Notes board of the op family elementwise (newest last)" in brief
         assert "- llm-1 on cpu/relu_a: mul with out= then relu_ in place: no temporaries" in brief
         assert "languages this run allows: pytorch" in brief
         brief_d = problem_brief(d.problem, d.row(), None, d.attempts(), notes=d.family_notes(),
@@ -324,10 +323,10 @@ def test_the_attempt_and_note_tools_in_a_run(tmp_path):
         assert refused == "error: at most 3 notes a turn"
         # The next turn's brief shows the board, the agent's own notes included.
         brief = server.requests[4]["body"]["messages"][1]["content"]
-        assert "## Notes board of the op family cpu (newest last)" in brief
+        assert "## Notes board of the op family elementwise (newest last)" in brief
         assert "- llm-1 on cpu/scaled_relu: relu_ in place" in brief
     with RunReader(run_dir) as reader:
-        notes = reader.notes("cpu")
+        notes = reader.notes("elementwise")
         assert [len(n.text) for n in notes] == [500, len("relu_ in place"), len("out= avoids a temporary")]
         assert {(n.agent_name, n.problem_key) for n in notes} == {("llm-1", "cpu/scaled_relu")}
         assert SECRET not in "".join(n.text for n in notes)

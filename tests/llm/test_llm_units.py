@@ -248,8 +248,8 @@ def test_brief_and_system_prompt(tmp_path):
     brief = problem_brief(problem, row, best, history, agent_id=7, spec={"languages": ["pytorch"]},
                           files=["main.py"], sources={"main.py": GOOD_MAIN})
     assert "torch.relu(x * w)" in brief and "rows: var" in brief and "width: const = 64" in brief
-    assert "workload 0: rows=64; T_b 0.0123 ms, T_sol unknown" in brief
-    assert "workload 1: rows=256; T_b 0.05 ms, T_sol 0.001 ms" in brief
+    assert "| w | rows | T_b | T_sol | bound | best | T_b/best |" in brief
+    assert "| 0 | 64 | 0.0123 | - | - | - | - |" in brief and "| 1 | 256 | 0.05 | 0.001 | - | - | - |" in brief
     assert "speedup 2.5x" in brief and "more characters" in brief and len(brief) < 12000
     assert "- 2 by agent 8: INCORRECT_NUMERICAL (bad row)" in brief
     assert "- 3 by you: PASSED 2.5x; note: vectorized" in brief

@@ -1,5 +1,6 @@
 """A problem's detail: per workload T_b / T_sol and the best attempt's times, the frontier (which attempt leads
-which workloads), the attempt history, the planner's reasons (decision events) and the problem's log.
+which workloads), the attempt history, the planner's reasons and directives (decision and directive events)
+and the problem's log.
 
 The app keeps one instance and points it at the problem to show (``load``): opening a detail refills its widgets
 from the store instead of composing and mounting new ones, which on a busy run cost more than the key's budget."""
@@ -13,6 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from core.fleet.directives import DIRECTIVE
 from core.store.model import AttemptRow, EventRow, ProblemRow
 from tui.detail.model import ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, attempt_cells, problem_summary_line, workload_rows
 from tui.detail.table import LineTable
@@ -149,7 +151,7 @@ class DetailScreen(Screen):
         logged = set()
         lines = []
         for e in sorted(events, key=lambda e: e.id):
-            if e.kind == "decision":
+            if e.kind in ("decision", DIRECTIVE):
                 line = event_line(e, snapshot, with_problem=False)
                 if not initial or line not in self.decisions:
                     self.decisions.append(line)

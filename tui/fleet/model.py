@@ -56,11 +56,12 @@ def header_lines(s: Snapshot, width: int | None = None) -> list[str]:
     line1 = f"{s.run_name} [{state}] {elapsed} · {progress} · attempts {s.totals.attempts}"
     llm = endpoint_text(s)
     tokens = ("~" if s.totals.estimated else "") + fmt_count(s.totals.tokens)
+    parts = token_parts_text(s)
     sols = [m.fleet_mean_sol for m in s.metrics]
 
     def line2(llm: str, points: int) -> str:
         spark = sparkline(sols, points) if points > 0 else ""
-        return (f"{devices} · {tokens} tok ${s.totals.dollars:.2f}{' · ' + llm if llm else ''} · "
+        return (f"{devices} · {tokens} tok ${s.totals.dollars:.2f}{parts}{' · ' + llm if llm else ''} · "
                 f"SOL {fmt_sol(figures.mean_sol)}{' ' + spark if spark else ''} · "
                 f"geomean {fmt_x(figures.geomean_speedup)}")
 
@@ -72,6 +73,16 @@ def header_lines(s: Snapshot, width: int | None = None) -> list[str]:
         if len(second) > width:
             second = line2(llm, max(0, SPARKLINE_POINTS - (len(second) - width)))
     return [line1, second]
+
+
+def token_parts_text(s: Snapshot) -> str:
+    """The model tokens' reasoning and cached parts with their dollars, where there are any: " (8.1k reasoning
+    $0.08, 3.0k cached $0.00)"."""
+    t = s.totals
+    parts = [f"{fmt_count(n)} {what} ${usd:.2f}" for n, what, usd in
+             ((t.reasoning_tokens, "reasoning", t.reasoning_dollars), (t.cached_tokens, "cached", t.cached_dollars))
+             if n]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def endpoint_text(s: Snapshot, error_chars: int = 40) -> str:

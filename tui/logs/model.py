@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from core.fleet.directives import DIRECTIVE
 from core.store.model import EventRow
 from tui.snapshot import Snapshot
 
@@ -11,6 +12,9 @@ from tui.snapshot import Snapshot
 def event_line(e: EventRow, s: Snapshot, with_problem: bool = True) -> str:
     stamp = time.strftime("%H:%M:%S", time.gmtime(e.ts))  # UTC: the same on every machine
     who = s.agent_name(e.agent_id) if e.agent_id is not None else e.kind
+    if e.kind == DIRECTIVE:  # the planner model's instruction: to whom, not by whom
+        who = (f"directive to {who}" if e.agent_id is not None else "directive to every agent on"
+               if with_problem and e.problem_id is not None else "directive to every agent here")
     where = ""
     if with_problem and e.problem_id is not None:
         p = s.problem_by_id(e.problem_id)

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.store.model import EventRow
-
-DIRECTIVE = "directive"  # the event kind
+from core.store.model import DIRECTIVE, EventRow
 MAX_INSTRUCTION_CHARS = 300
 MAX_SHOWN = 5  # the newest directives a brief shows
 

@@ -276,11 +276,15 @@ class ProfileUsage:
     dollars: float = 0.0
 
 
+# The event kind of the planner model's directives (core.fleet.directives); here so the UI reads it without the fleet.
+DIRECTIVE = "directive"
+
+
 @dataclass(frozen=True)
 class EventRow:
     id: int
     ts: float
-    kind: str  # log | decision | control | run | attempt | llm
+    kind: str  # log | decision | control | run | attempt | llm | DIRECTIVE
     agent_id: int | None
     problem_id: int | None
     message: str

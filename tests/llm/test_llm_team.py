@@ -135,7 +135,9 @@ def test_two_specialists_make_a_composite_that_beats_both_and_exports(tmp_path):
     # (T_sol is unknown on the CPU): the many-rows specialist, whose redundant passes keep it under T_b.
     second, third = _brief(server.requests[1]), _brief(server.requests[2])
     assert f"Your workspace holds attempt {few.id} (the current best); it leads workload 0, 1" in second
-    assert f"Your workspace holds attempt {many.id} (not the current best); it leads workload 1" in third
+    start = third[third.find("## Your starting point"):][:600]
+    assert f"Your workspace holds attempt {many.id} (not the current best); it leads workload 1" in third, \
+        (start, times, [(a.id, a.speedup) for a in (seed, few, many, composite)])
     assert "least speedup" in third and f"- attempt {few.id} leads workload 0" in third
     assert "def run(x, w, out):\n    for _ in range(80" in third  # the workspace holds the specialist's sources
 

@@ -139,7 +139,7 @@ def test_object_key_depends_on_the_module_name_only_where_it_is_named():
 
 @pytest.mark.slow
 @needs_cpp_toolchain
-def test_build_imports_and_reuses_an_unchanged_unit(tmp_path):
+def test_build_imports_and_reuses_an_unchanged_unit_and_a_changed_header_invalidates_both(tmp_path):
     first = build(tmp_path, two_unit_solution())
     assert first.ok, first.errors
     assert sorted(first.compiled) == ["binding.cpp", "math.cpp"] and first.reused == ()
@@ -169,6 +169,12 @@ def test_build_imports_and_reuses_an_unchanged_unit(tmp_path):
     again = build(tmp_path, two_unit_solution())  # the whole-build cache by key still answers first
     assert again.cache_hit and again.library == first.library
 
+    # A local header both units include changes: neither cached object is linked.
+    changed = build(tmp_path, two_unit_solution(header=SCALE_H.replace("10", "100")))
+    assert changed.ok, changed.errors
+    assert sorted(changed.compiled) == ["binding.cpp", "math.cpp"] and changed.reused == ()
+    assert load(changed).run(1.5) == 300.0
+
 
 @needs_cpp_toolchain
 def test_only_top_level_units_are_compiled_as_upstream_builds_them(tmp_path):
@@ -183,16 +189,6 @@ def test_only_top_level_units_are_compiled_as_upstream_builds_them(tmp_path):
     assert built.ok, built.errors
     assert sorted(built.compiled) == ["binding.cpp", "unit.cpp"]
     assert load(built).run(1.5) == 15.0  # SCALE defaults to 1 without tunables
-
-
-@pytest.mark.slow
-@needs_cpp_toolchain
-def test_a_changed_local_header_invalidates_every_unit(tmp_path):
-    assert build(tmp_path, two_unit_solution()).ok
-    changed = build(tmp_path, two_unit_solution(header=SCALE_H.replace("10", "100")))
-    assert changed.ok, changed.errors
-    assert sorted(changed.compiled) == ["binding.cpp", "math.cpp"]
-    assert load(changed).run(1.5) == 300.0
 
 
 @pytest.mark.slow

@@ -14,8 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from core.fleet.directives import DIRECTIVE
-from core.store.model import AttemptRow, EventRow, ProblemRow
+from core.store.model import DIRECTIVE, AttemptRow, EventRow, ProblemRow
 from tui.detail.model import ATTEMPT_COLUMNS, WORKLOAD_COLUMNS, attempt_cells, problem_summary_line, workload_rows
 from tui.detail.table import LineTable
 from tui.formatting import fmt_x

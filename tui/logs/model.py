@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from core.fleet.directives import DIRECTIVE
-from core.store.model import EventRow
+from core.store.model import DIRECTIVE, EventRow
 from tui.snapshot import Snapshot
 
 

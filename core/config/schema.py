@@ -22,6 +22,9 @@ PLANNER_MODES = ("rules", "llm")
 # The name the output cap is sent under: "auto" is max_completion_tokens for OpenAI's and Azure's hosts (their
 # reasoning models refuse max_tokens), max_tokens elsewhere; a server that refuses the name gets the other one.
 MAX_TOKENS_PARAMS = ("auto", "max_tokens", "max_completion_tokens")
+# The API a profile speaks (core.llm.client.API_MODES): Chat Completions, or OpenAI's Responses API, which keeps the
+# model's reasoning across tool calls.
+LLM_APIS = ("chat", "responses")
 REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high", "xhigh")
 
 
@@ -61,6 +64,7 @@ class LlmConfig:
     model: str = setting("")
     # The NAME of the environment variable holding the API key, never the key itself.
     api_key_env: str = setting("OPENAI_API_KEY")
+    api: str = setting("chat", choices=LLM_APIS)
     # More variables (NAMES) the run must keep from every process it starts and redact from everything it records,
     # beyond the key's and those whose names look like credentials (KEY, TOKEN, SECRET, PASSW...).
     secret_env: tuple[str, ...] = setting((), unique=True)
@@ -68,7 +72,8 @@ class LlmConfig:
     # None: not sent, the model's own default (reasoning models take no other).
     temperature: float | None = setting(None, min=0, max=2)
     # The output cap of a reply, sized for a whole kernel file (reasoning tokens count in it too); sent under
-    # max_tokens_param's name, and never above what the context window leaves after the prompt.
+    # max_tokens_param's name (max_output_tokens with api = "responses"), and never above what the context window
+    # leaves after the prompt.
     max_tokens: int = setting(32768, min=1)
     max_tokens_param: str = setting("auto", choices=MAX_TOKENS_PARAMS)
     # Sent only when set (OpenAI's reasoning models, and the servers that take the same parameter).
@@ -112,10 +117,10 @@ class LlmConfig:
 
 
 # The [llm] keys a model profile may set; what it leaves out is the [llm] value.
-PROFILE_KEYS = ("base_url", "model", "api_key_env", "concurrency", "temperature", "max_tokens", "max_tokens_param",
-                "reasoning_effort", "extra_body", "context_tokens", "timeout_s", "max_retries", "price_input_per_mtok",
-                "price_cached_input_per_mtok", "price_output_per_mtok", "price_reasoning_per_mtok", "tool_calling",
-                "unavailable_s")
+PROFILE_KEYS = ("base_url", "model", "api_key_env", "api", "concurrency", "temperature", "max_tokens",
+                "max_tokens_param", "reasoning_effort", "extra_body", "context_tokens", "timeout_s", "max_retries",
+                "price_input_per_mtok", "price_cached_input_per_mtok", "price_output_per_mtok",
+                "price_reasoning_per_mtok", "tool_calling", "unavailable_s")
 DEFAULT_PROFILE = "default"
 
 

@@ -16,6 +16,7 @@ from core.fleet.facts import RunFacts, render_facts
 from core.fleet.frontier import FRONTIER_TOLERANCE, StartingChoice
 from core.fleet.similar import SimilarBest, op_family
 from core.llm.gaps import furthest_from_sol, index_ranges, slower_than_t_b, without_pass, workload_gaps
+from core.problem.distributions import input_distribution
 from core.problem.schema import InputKind, Problem, Tolerance, Workload
 from core.store.model import AttemptRow, NoteRow, ProblemRow, WorkloadInfo
 
@@ -279,16 +280,31 @@ def _input_kind(problem: Problem, name: str) -> str:
     return "random"
 
 
+def _drawn_values(problem: Problem, name: str) -> str:
+    """The suffix "; values: <distribution>" of an input drawn at random (core.problem.distributions), per
+    workload where it differs; empty for one no workload draws (a custom inputs function makes all of its
+    workloads' inputs)."""
+    d = problem.definition
+    drawn: dict[str, list[int]] = {}
+    for w in problem.workloads:
+        if name in w.inputs and w.inputs[name].kind is InputKind.RANDOM and not w.uses_custom_inputs:
+            drawn.setdefault(input_distribution(d, d.inputs[name], w.resolved_axes).summary, []).append(w.index)
+    if len(drawn) > 1:
+        return "; values: " + "; ".join(f"{summary} on w{index_ranges(ix)}" for summary, ix in drawn.items())
+    return "".join(f"; values: {summary}" for summary in drawn)
+
+
 def _tensor_lines(problem: Problem) -> list[str]:
     d = problem.definition
     lines = ["\n## Tensors (inputs in call order, then outputs)"]
     kinds = {s.kind for w in problem.workloads for s in w.inputs.values()}
     if InputKind.RANDOM in kinds:
-        lines.append("Random inputs are drawn as SOL-ExecBench draws them: the distribution follows the input's "
-                     "name, dtype and description.")
+        lines.append("Random inputs are drawn as SOL-ExecBench draws them: the distribution (after `values:`) "
+                     "follows the input's name, dtype and description.")
     for t in d.inputs.values():
         about = f" — {_clip(t.description, MAX_DESCRIPTION_CHARS)}" if t.description else ""
-        lines.append(f"- input {t.name}: {_shape(t)} {t.dtype}, {_input_kind(problem, t.name)}{about}")
+        lines.append(f"- input {t.name}: {_shape(t)} {t.dtype}, {_input_kind(problem, t.name)}{about}"
+                     f"{_drawn_values(problem, t.name)}")
     for t in d.outputs.values():
         about = f" — {_clip(t.description, MAX_DESCRIPTION_CHARS)}" if t.description else ""
         lines.append(f"- output {t.name}: {_shape(t)} {t.dtype}{about}")

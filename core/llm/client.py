@@ -18,6 +18,10 @@ that try is recorded as a "retry" saying what was adapted and told to ``on_retry
 shape is kept on the client, so every agent of the profile sends the adapted request from then on. A start-up probe
 (``core.llm.probe``) hands what it learned to the clients made after it (``remember_shape``).
 
+A profile speaks one API (``cfg.api``, a key of :data:`API_MODES`): Chat Completions, or OpenAI's Responses API
+(``core.llm.responses_api``), which keeps the model's reasoning across tool calls. Either way ``chat`` takes chat
+messages and tool schemas and returns the answer in chat terms.
+
 The API key is the value of the variable *named* by ``cfg.api_key_env``, taken out of the environment when the run
 started (``core.secrets``), looked up when the client is made and handed to the OpenAI client only: it is never
 part of a message, a log line or an error this module produces, and every message sent is redacted first.
@@ -33,20 +37,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import anyio
 import openai
 from anyio.lowlevel import RunVar
 
 from core.config.schema import LlmConfig
-from core.llm.request_shape import Adaptation, RequestShape, adapt, error_text, initial_shape, parameters, read_refusal
+from core.llm import responses_api
+from core.llm.request_shape import (Adaptation, RequestShape, Refusal, adapt, error_text, initial_shape, parameters,
+                                    read_refusal)
 from core.llm.usage import Usage, cost, cost_parts, read_usage
 from core.secrets import redact, secret
 from core.store.model import LlmCall
 
-__all__ = ["LlmClient", "LlmDown", "LlmError", "LlmReply", "LlmUnavailable", "ToolCall", "ToolsRejected",
-           "backoff_s", "classify", "cost", "estimate_tokens", "remember_shape", "retry_after_s"]
+__all__ = ["API_MODES", "EndpointApi", "LlmClient", "LlmDown", "LlmError", "LlmReply", "LlmUnavailable", "ToolCall",
+           "ToolsRejected", "backoff_s", "classify", "cost", "estimate_tokens", "remember_shape", "retry_after_s"]
 
 # Backoff before retry n (1-based): BACKOFF_BASE_S * 2**(n-1), times a jitter in [0.5, 1.5], at most BACKOFF_MAX_S.
 BACKOFF_BASE_S = 0.5
@@ -94,6 +100,105 @@ class LlmReply:
     @property
     def tokens(self) -> int:
         return self.call.tokens
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer read back in chat terms, whichever API it came in."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    usage: Usage | None  # None: the server reported none
+    carried: dict[str, Any] = field(default_factory=dict)  # more keys of the assistant message, for the API's use
+
+
+class EndpointApi(Protocol):
+    """An API an endpoint is spoken to in: the request it makes of a chat request (optional parameters as the
+    request shape names them), the call, the answer read back in chat terms."""
+
+    lacking: str  # what an answer it cannot read lacks, for the error
+
+    def first_shape(self, cfg: LlmConfig) -> RequestShape: ...
+
+    def request(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                params: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def create(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any: ...
+
+    def read(self, response: Any) -> Answer | None: ...
+
+    def refusal(self, refusal: Refusal | None) -> Refusal | None:
+        """A refusal of its request with the parameters named as the request shape names them."""
+
+
+class ChatCompletionsApi:
+    lacking = "choices"
+
+    def first_shape(self, cfg: LlmConfig) -> RequestShape:
+        return initial_shape(cfg)
+
+    def request(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                params: dict[str, Any]) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": model, "messages": responses_api.chat_messages(messages),
+                                   "extra_body": params}
+        if tools:
+            request["tools"] = tools
+        return request
+
+    async def create(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.chat.completions.create(**request)
+
+    def read(self, response: Any) -> Answer | None:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return None
+        message = choices[0].message
+        calls = []
+        for i, call in enumerate(getattr(message, "tool_calls", None) or []):
+            function = getattr(call, "function", None)
+            calls.append(ToolCall(id=getattr(call, "id", None) or f"call_{i}",
+                                  name=getattr(function, "name", "") or "",
+                                  arguments=getattr(function, "arguments", "") or ""))
+        return Answer(message.content or "", tuple(calls), choices[0].finish_reason or "",
+                      read_usage(getattr(response, "usage", None)))
+
+    def refusal(self, refusal: Refusal | None) -> Refusal | None:
+        return refusal
+
+
+class ResponsesApi:
+    """OpenAI's Responses API (``core.llm.responses_api``): the answer's reasoning items are carried in the
+    assistant message for the next request."""
+
+    lacking = "output"
+
+    def first_shape(self, cfg: LlmConfig) -> RequestShape:
+        return RequestShape(responses_api.CAP_NAME)
+
+    def request(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                params: dict[str, Any]) -> dict[str, Any]:
+        return {"model": model, **responses_api.request(messages, tools),
+                "extra_body": responses_api.wire_parameters(params)}
+
+    async def create(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.responses.create(**request)
+
+    def read(self, response: Any) -> Answer | None:
+        body = response.to_dict(mode="json", warnings=False) if hasattr(response, "to_dict") else response
+        answer = responses_api.read_response(body if isinstance(body, dict) else {})
+        if answer is None:
+            return None
+        return Answer(answer.content, tuple(ToolCall(c.call_id, c.name, c.arguments) for c in answer.calls),
+                      answer.finish_reason, answer.usage,
+                      {responses_api.ITEMS_KEY: list(answer.items)} if answer.items else {})
+
+    def refusal(self, refusal: Refusal | None) -> Refusal | None:
+        return responses_api.shape_refusal(refusal)
+
+
+# The APIs a profile may speak, by ``cfg.api`` (core.config.schema.LLM_APIS lists the same names).
+API_MODES: dict[str, EndpointApi] = {"chat": ChatCompletionsApi(), "responses": ResponsesApi()}
 
 
 def estimate_tokens(value: Any) -> int:
@@ -161,33 +266,35 @@ def _short(exc: BaseException, limit: int = 200) -> str:
 # limit, its tool-calling mode, its request shape and its availability; two profiles have a limit each, even on one
 # endpoint.
 _SHARED: RunVar[dict[LlmConfig, LlmClient]] = RunVar("kernelfleet_llm_clients")
-# What the start-up probe learned of each (base_url, model), for this process's clients made after it: the probe
+# What the start-up probe learned of each (base_url, model, api), for this process's clients made after it: the probe
 # runs on an event loop of its own, before the run's.
-_LEARNED: dict[tuple[str, str], RequestShape] = {}
+_LEARNED: dict[tuple[str, str, str], RequestShape] = {}
 _LEARNED_LOCK = threading.Lock()
 
 
 def remember_shape(cfg: LlmConfig, shape: RequestShape) -> None:
-    """Clients made from now on for ``cfg``'s endpoint and model start from ``shape``."""
+    """Clients made from now on for ``cfg``'s endpoint, model and API start from ``shape``."""
     with _LEARNED_LOCK:
-        _LEARNED[(cfg.base_url, cfg.model)] = shape
+        _LEARNED[(cfg.base_url, cfg.model, cfg.api)] = shape
 
 
 def _learned_shape(cfg: LlmConfig) -> RequestShape | None:
     with _LEARNED_LOCK:
-        return _LEARNED.get((cfg.base_url, cfg.model))
+        return _LEARNED.get((cfg.base_url, cfg.model, cfg.api))
 
 
 class LlmClient:
     def __init__(self, cfg: LlmConfig, *, rng: random.Random | None = None):
         self.cfg = cfg
+        self.api = API_MODES[cfg.api]
         self._openai = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=secret(cfg.api_key_env) or "none",
                                           max_retries=0, timeout=cfg.timeout_s)
         self.semaphore = anyio.Semaphore(cfg.concurrency)
         self.rng = rng or random.Random()
         # None: not known yet; False once the endpoint refused tools (shared: every agent then uses text).
         self.tools_supported: bool | None = None if cfg.tool_calling == "auto" else cfg.tool_calling == "tools"
-        self.shape = _learned_shape(cfg) or initial_shape(cfg)  # the optional parameters, as the server takes them
+        # The optional parameters, as the server takes them.
+        self.shape = _learned_shape(cfg) or self.api.first_shape(cfg)
         self.unavailable_until = 0.0  # monotonic time before which agents should not call again
         self.calls = 0
         self.failing_since: float | None = None  # monotonic time of the first failed try since the last answer
@@ -241,7 +348,8 @@ class LlmClient:
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                    on_retry: Callable[[str], None] | None = None,
                    on_call: Callable[[LlmCall], None] | None = None) -> LlmReply:
-        """One chat completion, retried as the module docstring says; each failed try goes to ``on_call``."""
+        """One answer to chat ``messages`` (in the profile's API), retried as the module docstring says; each failed
+        try goes to ``on_call``."""
         cfg = self.cfg
         if self.down_reason:
             raise LlmDown(self.down_reason)
@@ -255,9 +363,7 @@ class LlmClient:
         while True:
             shape = self.shape
             params = parameters(cfg, shape, prompt_room, tools=bool(tools), cap=retry_cap)
-            kwargs: dict[str, Any] = {"model": cfg.model or "default", "messages": sent, "extra_body": params}
-            if tools:
-                kwargs["tools"] = tools
+            request = self.api.request(cfg.model or "default", sent, tools, params)
             tried = time.monotonic()
             try:
                 async with self.semaphore:
@@ -265,7 +371,7 @@ class LlmClient:
                     tried = time.monotonic()
                     # The client's own timeout bounds each read; this bounds the whole call.
                     with anyio.fail_after(cfg.timeout_s + 1.0):
-                        response = await self._openai.chat.completions.create(**kwargs)
+                        response = await self.api.create(self._openai, request)
             except Exception as exc:  # noqa: BLE001 - classified below
                 latency = time.monotonic() - tried
                 adaptation = self._adapt(exc, shape, params, bool(tools), latency, on_call, on_retry) \
@@ -297,10 +403,12 @@ class LlmClient:
                 await anyio.sleep(wait)
                 continue
             latency = time.monotonic() - tried
-            if not (getattr(response, "choices", None) or []):
-                self._fail(on_call, latency, "an answer without choices", f"{cfg.base_url}: an answer without choices")
+            answer = self.api.read(response)
+            if answer is None:
+                lacking = f"an answer without {self.api.lacking}"
+                self._fail(on_call, latency, lacking, f"{cfg.base_url}: {lacking}")
             self.failing_since = None
-            return self._reply(response, messages, retries, time.monotonic() - started, latency)
+            return self._reply(answer, messages, retries, time.monotonic() - started, latency)
 
     def _adapt(self, exc: BaseException, shape: RequestShape, params: dict[str, Any], tools: bool, latency: float,
                on_call: Callable[[LlmCall], None] | None,
@@ -310,7 +418,7 @@ class LlmClient:
         call adapted the shape meanwhile (the request is tried as it is now); else None."""
         if not isinstance(exc, openai.APIStatusError):
             return None
-        refusal = read_refusal(error_text(str(exc.message), exc.body))
+        refusal = self.api.refusal(read_refusal(error_text(str(exc.message), exc.body)))
         if refusal is None:
             return None
         if tools and "tools" in refusal.names:
@@ -347,34 +455,25 @@ class LlmClient:
         _report(on_call, LlmCall("error", latency_s=latency, detail=what))
         raise LlmDown(self.down_reason) if self.down_reason else LlmUnavailable(message)
 
-    def _reply(self, response: Any, messages: list[dict[str, Any]], retries: int, seconds: float,
+    def _reply(self, answer: Answer, messages: list[dict[str, Any]], retries: int, seconds: float,
                latency: float) -> LlmReply:
-        choice = response.choices[0]
-        message = choice.message
-        content = message.content or ""
-        calls = []
-        for i, call in enumerate(getattr(message, "tool_calls", None) or []):
-            function = getattr(call, "function", None)
-            calls.append(ToolCall(id=getattr(call, "id", None) or f"call_{i}",
-                                  name=getattr(function, "name", "") or "",
-                                  arguments=getattr(function, "arguments", "") or ""))
-        usage = read_usage(getattr(response, "usage", None))
+        content, calls, usage = answer.content, answer.tool_calls, answer.usage
         reported = usage is not None
         if usage is None:  # estimate, so budgets still hold against a server that reports nothing
             usage = Usage(estimate_tokens(messages),
                           estimate_tokens(content + "".join(c.arguments for c in calls)) if content or calls else 0)
-        assistant: dict[str, Any] = {"role": "assistant", "content": content}
+        assistant: dict[str, Any] = {"role": "assistant", "content": content, **answer.carried}
         if calls:
             assistant["tool_calls"] = [{"id": c.id, "type": "function",
                                         "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
-        finish = choice.finish_reason or ""
+        finish = answer.finish_reason
         detail = (", ".join(c.name or "(no name)" for c in calls) if calls
                   else f"{len(content)} characters, finish_reason {finish or '-'}")
         dollars = cost_parts(self.cfg, usage)
         record = LlmCall("tool_calls" if calls else "answer", usage.prompt_tokens, usage.completion_tokens,
                          not reported, dollars.total, latency, detail[:200], usage.cached_tokens,
                          usage.reasoning_tokens, dollars.cached, dollars.reasoning)
-        return LlmReply(content=content, tool_calls=tuple(calls), finish_reason=finish, call=record,
+        return LlmReply(content=content, tool_calls=calls, finish_reason=finish, call=record,
                         retries=retries, seconds=seconds, message=assistant)
 
 

@@ -68,7 +68,7 @@ class ProbeResult:
 
 
 def endpoints(config: FleetConfig) -> tuple[Endpoint, ...]:
-    """The endpoints and models the run will call, each once, with who calls it; none when ``[llm] probe`` is
+    """The endpoints, models and APIs the run will call, each once, with who calls it; none when ``[llm] probe`` is
     off or nothing calls a model."""
     if not config.llm.probe:
         return ()
@@ -79,9 +79,9 @@ def endpoints(config: FleetConfig) -> tuple[Endpoint, ...]:
             users.append(("review", reviewer_config(config)))
     if config.planner.mode == PLANNER_MODE:
         users.append(("planner", profile_llm(config.llm, config.planner.llm_profile)))
-    grouped: dict[tuple[str, str, str], Endpoint] = {}
+    grouped: dict[tuple[str, str, str, str], Endpoint] = {}
     for name, cfg in users:
-        key = (cfg.base_url, cfg.model, cfg.api_key_env)
+        key = (cfg.base_url, cfg.model, cfg.api_key_env, cfg.api)
         had = grouped.get(key)
         grouped[key] = Endpoint((name,), cfg) if had is None else replace(had, users=(*had.users, name))
     return tuple(grouped.values())

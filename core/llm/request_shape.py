@@ -7,6 +7,8 @@ A refusal is read from the error's text, as each family writes it:
 - OpenAI, Azure OpenAI: "Unsupported parameter: 'max_tokens' is not supported with this model. Use
   'max_completion_tokens' instead." and "Unsupported value: 'temperature' does not support 0.2 with this model.
   Only the default (1) value is supported."
+- OpenAI's Responses API: "Unknown parameter: 'top_k'." and "Unsupported parameter: 'reasoning.effort' is not
+  supported with this model." (its parameters' names are the shape's as ``core.llm.responses_api`` reads them)
 - Azure OpenAI, older api-versions: "Unrecognized request argument supplied: max_completion_tokens"
 - Google Gemini: 'Invalid JSON payload received. Unknown name "top_k": Cannot find field.'
 - Anthropic: "This model does not support the effort parameter." and "X: Extra inputs are not permitted"
@@ -21,7 +23,7 @@ A refusal is read from the error's text, as each family writes it:
   tokens. You requested a total of 33000 tokens: 232 tokens from the input messages ..." (SGLang)
 
 A parameter is adapted once: a dropped one is never sent again, and an output cap is renamed to a name not yet
-refused, else dropped (the server's own default then holds).
+refused, else dropped (the server's own default then holds); the Responses API's cap has no other name.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ _NAME = r"([A-Za-z_][\w.]*)"
 _REFUSED = [re.compile(p, re.IGNORECASE) for p in (
     rf"Unsupported param(?:eter)?s?:\s*['\"`]?{_NAME}",
     rf"Unsupported value:\s*['\"`]{_NAME}",
+    rf"Unknown parameter:\s*['\"`]{_NAME}['\"`]",
     rf"['\"`]{_NAME}['\"`] is not supported",
     rf"does not support the ['\"`]?{_NAME}['\"`]? parameter",
     rf"Unknown name \"{_NAME}\"(?! at)",
@@ -189,7 +192,7 @@ def adapt(shape: RequestShape, refusal: Refusal, sent: dict[str, Any]) -> Adapta
             changes.append(f"{name} dropped")
             continue
         other = refusal.instead if refusal.instead in CAP_NAMES else next(n for n in CAP_NAMES if n != name)
-        cap_name = "" if other in dropped else other
+        cap_name = "" if other in dropped or name not in CAP_NAMES else other
         changes.append(f"{name} → {other}" if cap_name else f"{name} dropped")
     what = ", ".join(changes)
     return Adaptation(_noted(replace(shape, cap_name=cap_name, dropped=frozenset(dropped)), what), what)

@@ -98,7 +98,7 @@ def test_profiles_round_trip_through_json_as_a_stored_config_does(tmp_path):
                                               "for every profile"),
     ("[llm.profiles.cheap]\nmodle = 'x'\n", "llm.profiles.cheap.modle: unknown key, did you mean 'model'?"),
     ("[llm.profiles.cheap]\nzzz = 1\n", "llm.profiles.cheap.zzz: unknown key; a profile may set: base_url, model, "
-                                        "api_key_env, concurrency, temperature, max_tokens, max_tokens_param, "
+                                        "api_key_env, api, concurrency, temperature, max_tokens, max_tokens_param, "
                                         "reasoning_effort, extra_body, context_tokens, timeout_s, max_retries, "
                                         "price_input_per_mtok, price_cached_input_per_mtok, price_output_per_mtok, "
                                         "price_reasoning_per_mtok, tool_calling, unavailable_s, rank"),

@@ -45,8 +45,11 @@ HANDED_IN = "\n# handed in by the scripted model\n"
 
 
 def hand_in(references: dict[str, str]):
-    """The scripted model: the problem the brief names gets its reference back as the candidate, then finish."""
+    """The scripted model: the problem the brief names gets its reference back as the candidate, then finish; the
+    start-up probe's ping is answered with the tool call it asks for."""
     def step(body: dict) -> Step:
+        if [t.get("function", {}).get("name") for t in body.get("tools") or []] == ["ping"]:
+            return tools(call("ping", {"ok": True}), usage=(40, 5))  # `kernelfleet run`'s start-up probe
         said = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
         found = PROBLEM_LINE.search(said)
         reference = references.get(found.group(1)) if found else None

@@ -61,34 +61,35 @@ def cpu_skips(problem: Problem) -> tuple[tuple[int, str], ...]:
 
 
 # What a workload needs of the device's memory at least: its inputs, the reference's outputs and the candidate's;
-# over this share of the device's memory, it cannot be judged there beside the run's other processes.
-DEVICE_MEMORY_SHARE = 0.9
+# over the run's share of the device's memory (``[gpus] memory_budget``), it cannot be judged there.
+DEVICE_MEMORY_SHARE = 0.9  # the share where the run names none
 
 
-def device_skips(problem: Problem, memory_bytes: int) -> tuple[tuple[int, str], ...]:
-    """The runnable workloads too large for a GPU of ``memory_bytes``, each with why."""
+def device_skips(problem: Problem, memory_bytes: int, share: float = DEVICE_MEMORY_SHARE
+                 ) -> tuple[tuple[int, str], ...]:
+    """The runnable workloads too large for ``share`` of a GPU of ``memory_bytes``, each with why."""
     skips = []
     for workload in problem.workloads:
         if workload.unavailable:
             continue
         read, written = analytic_io_bytes(problem, workload)
         needed = read + 2 * written
-        if needed > DEVICE_MEMORY_SHARE * memory_bytes:
+        if needed > share * memory_bytes:
             skips.append((workload.index, f"too large for the device: its inputs and two copies of its outputs "
-                                          f"need {needed / 2**30:.1f} GiB, over {DEVICE_MEMORY_SHARE:.0%} of the "
+                                          f"need {needed / 2**30:.1f} GiB, over {share:.0%} of the "
                                           f"GPU's {memory_bytes / 2**30:.0f} GiB"))
     return tuple(skips)
 
 
-def for_device(problem: Problem, device: str, memory_bytes: int | None = None
+def for_device(problem: Problem, device: str, memory_bytes: int | None = None, share: float = DEVICE_MEMORY_SHARE
                ) -> tuple[Problem, tuple[tuple[int, str], ...]]:
     """The problem as a run on ``device`` evaluates it: on the CPU, its GPU-sized workloads marked unavailable
     (skipped, with the reason, in every verdict); on a GPU of ``memory_bytes`` (when known), those too large for
-    it; and which they are."""
+    the run's ``share`` of it; and which they are."""
     if device == "cpu":
         skips = tuple((index, CPU_SKIP_REASON, why) for index, why in cpu_skips(problem))
     else:
-        skips = tuple((index, why, why) for index, why in device_skips(problem, memory_bytes)) if memory_bytes \
+        skips = tuple((index, why, why) for index, why in device_skips(problem, memory_bytes, share)) if memory_bytes \
             else ()
     if not skips:
         return problem, ()

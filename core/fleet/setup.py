@@ -128,7 +128,8 @@ def _add_problems(run: RunContext, loaded) -> list[tuple[int, int, str]]:
         op = problem.definition.op_type
         problem_id = run.store.add_problem(key, problem.name, problem.subset, str(problem.path), op or "")
         # GPU-sized workloads on the CPU, too large ones on a GPU: unavailable (core.fleet.capability), said below.
-        run.problems[problem_id], skips = capability.for_device(problem, run.device, memory)
+        run.problems[problem_id], skips = capability.for_device(problem, run.device, memory,
+                                                                run.config.gpus.memory_budget)
         skipped += [(problem_id, index, why) for index, why in skips]
         run.keys[problem_id] = key
     return skipped

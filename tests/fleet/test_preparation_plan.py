@@ -50,6 +50,10 @@ def test_a_workload_too_large_for_the_gpu_is_unavailable_with_why(tmp_path):
     assert on_gpu.workloads[1].unavailable == skipped[0][1] and not on_gpu.workloads[0].unavailable
     assert capability.for_device(problem, "cuda", memory_bytes=80 << 30) == (problem, ())
     assert capability.for_device(problem, "cuda") == (problem, ())  # memory unknown: nothing skipped
+    # The run's [gpus] memory_budget is the share: 3 GiB fits 90% of 4 GiB, not half of it.
+    assert capability.for_device(problem, "cuda", memory_bytes=4 << 30)[1] == ()
+    _, halved = capability.for_device(problem, "cuda", memory_bytes=4 << 30, share=0.5)
+    assert [index for index, _ in halved] == [1] and "over 50% of the GPU's 4 GiB" in halved[0][1]
 
 
 @pytest.mark.skipif(not SOL_EXECBENCH.is_dir(), reason="needs ../shared/sol-execbench")

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.ranges import number_ranges
+
 
 @dataclass(frozen=True)
 class CorePlan:
@@ -73,10 +75,4 @@ def confine_process(cores: frozenset[int]) -> frozenset[int]:
 
 
 def _listed(cores: frozenset[int]) -> str:
-    ordered, runs = sorted(cores), []
-    for core in ordered:
-        if runs and core == runs[-1][1] + 1:
-            runs[-1][1] = core
-        else:
-            runs.append([core, core])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return number_ranges(cores)

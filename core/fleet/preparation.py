@@ -4,6 +4,7 @@ the next preparations); beside it all, the machine's facts gathered."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -90,7 +91,7 @@ async def prepare_all(run: RunContext, attempts: RunAttempts) -> None:
                           problem_id=problem_id)
             run.ready.add(problem_id)
 
-        later = lambda problem_id, solution, origin: seeds.start_soon(seed_later, problem_id, solution, origin)  # noqa: E731
+        later = functools.partial(seeds.start_soon, seed_later)
         async with anyio.create_task_group() as tg:
             for _ in range(min(at_once, max(1, total))):
                 tg.start_soon(preparer)

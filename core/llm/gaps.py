@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from core.ranges import number_ranges
 from core.store.model import WorkloadInfo
 
 
@@ -53,20 +54,7 @@ def without_pass(gaps: Iterable[WorkloadGap]) -> list[int]:
 
 def index_ranges(indices: Iterable[int]) -> str:
     """Workload indices as ranges: [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
-    parts: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(indices)):
-        if run and i != run[-1] + 1:
-            parts.append(_span(run))
-            run = []
-        run.append(i)
-    if run:
-        parts.append(_span(run))
-    return ",".join(parts)
-
-
-def _span(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+    return number_ranges(indices)
 
 
 def gaps_text(gaps: Iterable[WorkloadGap], n: int = 3) -> str:

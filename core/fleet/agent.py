@@ -7,6 +7,7 @@ the run is stopping) or when it has nothing more to try on this problem.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import Enum
@@ -117,8 +118,9 @@ class Agent(Protocol):
 
     async def work(self, bench: Workbench) -> WorkOutcome: ...
 
-    def can_work_on(self, best: AttemptRow | None) -> bool:
-        """Whether this kind of agent has anything to do on a problem whose best attempt is ``best``."""
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> bool:
+        """Whether this kind of agent has anything to do on a problem whose best attempt is ``best`` (``members``:
+        a composite best's member attempts, which carry the code it is made of)."""
         ...
 
 

@@ -96,8 +96,10 @@ class Planning:
             for pid in run.ready:
                 best_id = rows[pid].best_attempt_id
                 if (kind.name, best_id) not in self._can_work:
-                    self._can_work[kind.name, best_id] = judge.can_work_on(
-                        run.store.attempt(best_id) if best_id is not None else None)
+                    best = run.store.attempt(best_id) if best_id is not None else None
+                    members = [run.store.attempt(i) for i in best.parents] if best is not None and best.composite \
+                        else []
+                    self._can_work[kind.name, best_id] = judge.can_work_on(best, members)
                 if self._can_work[kind.name, best_id]:
                     able.add(pid)
             for name in lanes[kind.name]:

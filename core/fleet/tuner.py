@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,16 @@ def tunable_space(attempt: AttemptRow | None) -> dict[str, tuple] | None:
     if tunables is None or tunables.size() < 2:
         return None
     return {name: tuple(options) for name, options in tunables.space.items()}
+
+
+def tuning_base(best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> AttemptRow | None:
+    """The attempt the tuner tunes: the best, or where the best is a composite (it declares no tunables of its own;
+    ``members``: its member attempts), its tunable member of the highest speedup, whose gains the next composite
+    takes up. None when there is none."""
+    if best is None or not best.composite:
+        return best
+    tunable = [m for m in members if tunable_space(m) is not None]
+    return max(tunable, key=lambda m: m.speedup or 0.0, default=None)
 
 
 def _values_of(attempt: AttemptRow) -> dict[str, Any] | None:
@@ -198,13 +208,15 @@ class TunerAgent:
         self.startup_trials = startup_trials
         self._history: TrialHistory | None = None  # of the problem of the last turn, kept for the next on it
 
-    def can_work_on(self, best: AttemptRow | None, history: list[AttemptRow] | None = None) -> bool:
-        space = tunable_space(best)
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = (),
+                    history: list[AttemptRow] | None = None) -> bool:
+        base = tuning_base(best, members)
+        space = tunable_space(base)
         if space is None:
             return False
         if history is None:
             return True
-        return len(self._trials(best, space, history)) < self._budget(space)
+        return len(self._trials(base, space, history)) < self._budget(space)
 
     def _budget(self, space: dict[str, tuple]) -> int:
         return min(self.trials_per_problem, math.prod(len(v) for v in space.values()))
@@ -221,20 +233,28 @@ class TunerAgent:
             history = self._history = TrialHistory(bench.problem_id, bench.problem)
         return history
 
-    async def work(self, bench: Workbench) -> WorkOutcome:
+    @staticmethod
+    def _base(bench: Workbench) -> AttemptRow | None:
         best = bench.best()
-        space = tunable_space(best)
+        members = []
+        if best is not None and best.composite:
+            members = [found[0] for found in map(bench.readable_attempt, best.parents) if found is not None]
+        return tuning_base(best, members)
+
+    async def work(self, bench: Workbench) -> WorkOutcome:
+        tuned = self._base(bench)
+        space = tunable_space(tuned)
         if space is None:
             return WorkOutcome.EXHAUSTED
         distributions = {name: optuna.distributions.CategoricalDistribution(list(options))
                          for name, options in space.items()}
-        base = parse_solution(best.solution)
-        base_values = _values_of(best) or {}
-        family = code_family(best.solution)
+        base = parse_solution(tuned.solution)
+        base_values = _values_of(tuned) or {}
+        family = code_family(tuned.solution)
         budget = self._budget(space)
         history = self._history_of(bench)
         study = TrialStudy(distributions, self.seed + bench.problem_id, self.startup_trials)
-        best_seen = best.id
+        best_seen = bench.row().best_attempt_id
         while True:
             if bench.should_stop():
                 return WorkOutcome.STOPPED
@@ -251,10 +271,10 @@ class TunerAgent:
             changed = {k: v for k, v in params.items() if base_values.get(k) != v}
             candidate = with_values(base, params)
             note = "tuner: " + (", ".join(f"{k}={v}" for k, v in sorted(changed.items())) or "base values")
-            await bench.evaluate(candidate, parent_id=best.id, tunables=dict(params), note=note)
+            await bench.evaluate(candidate, parent_id=tuned.id, tunables=dict(params), note=note)
             best_id = bench.row().best_attempt_id
             if best_id is not None and best_id != best_seen:
-                current = bench.best()
+                current = self._base(bench)
                 best_seen = best_id
                 if current is not None and code_family(current.solution) != family:
                     return WorkOutcome.STOPPED  # another agent's new code is the best now: start over from it

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,7 +74,7 @@ class LlmAgent:
         # Per model (endpoint and name): its token count of the last request it answered (core.llm.context).
         self._meters: dict[tuple[str, str], TokenMeter] = {}
 
-    def can_work_on(self, best: AttemptRow | None) -> bool:
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> bool:
         return True
 
     @property

@@ -52,12 +52,14 @@ def run(x, w, out):
     }
 
 
-def write_problems(root: Path, names=tuple(REFERENCES), chunks: tuple[int, ...] = CHUNKS) -> list[Path]:
-    """The problems, each with a shipped seed whose CHUNK ranges over ``chunks`` (more values: longer tuning)."""
+def write_problems(root: Path, names=tuple(REFERENCES), chunks: tuple[int, ...] = CHUNKS,
+                   rows: tuple[int, ...] = (256, 1024)) -> list[Path]:
+    """The problems, each with a shipped seed whose CHUNK ranges over ``chunks`` (more values: longer tuning), and
+    a workload per count of ``rows`` (one: no composite of per-workload leaders)."""
     folders = []
     for name in names:
         description, reference = REFERENCES[name]
-        folder = write_rows_problem(root / "cpu" / name, name, description, reference, rows=(256, 1024))
+        folder = write_rows_problem(root / "cpu" / name, name, description, reference, rows=rows)
         (folder / "solutions").mkdir()
         (folder / "solutions" / "seed_torch.json").write_text(json.dumps(seed_solution(name, chunks=chunks), indent=2))
         folders.append(folder)

@@ -128,8 +128,9 @@ def test_a_wall_budget_stop_ends_within_30_s_and_verify_finishes_the_rest(tmp_pa
 
 
 def test_an_open_problems_best_is_re_verified_while_its_agents_go_on(tmp_path):
-    # Tunables the run cannot exhaust, no plateau: the problems stay open until the wall budget ends the run.
-    write_problems(tmp_path / "problems", chunks=tuple(range(1, 257)))
+    # Tunables the run cannot exhaust, no plateau: the problems stay open until the wall budget ends the run. One
+    # workload each: no composite of per-workload leaders, whose remaking would keep a best from standing.
+    write_problems(tmp_path / "problems", chunks=tuple(range(1, 257)), rows=(1024,))
     config = load_config(write_config(tmp_path / "fleet.toml", budgets={"run_wall_s": 12},
                                       tuner={"trials_per_problem": 200}, planner={"plateau_attempts": 500}))
     fleet = Fleet(tmp_path / "run", config, [str(tmp_path / "problems")])

@@ -25,12 +25,13 @@ from core.fleet import tuner as tuner_module
 from core.fleet.agent import AgentIdentity, WorkOutcome
 from core.fleet.attempt import AttemptLife, Candidate, EvaluationPolicy
 from core.fleet.budget import Budgets
+from core.fleet.composite import compose
 from core.fleet.tuner import TrialHistory, TrialStudy, TunerAgent
 from core.fleet.workbench import BenchServices, Workbench
 from core.problem import load_problem
 from core.solution.io import parse_solution
 from core.solution.tunables import TUNABLES_FILE
-from core.store.model import AttemptRow
+from core.store.model import AttemptRow, FrontierMember
 from core.store.writer import RunStore
 
 CHUNKS = tuple(range(1, 13))
@@ -42,9 +43,12 @@ class ChunkTimes:
     at 7, a dip at 10), so that what a search proposes depends on its history alone."""
 
     async def evaluate(self, request) -> Evaluation:
-        tunables = next(s for s in request.solution.sources if s.path == TUNABLES_FILE)
-        chunk = json.loads(tunables.content)["values"]["CHUNK"]
-        ms = 1.0 + abs(chunk - 7) * 0.1 - (0.25 if chunk == 10 else 0.0)
+        tunables = next((s for s in request.solution.sources if s.path == TUNABLES_FILE), None)
+        if tunables is None:  # a composite: its members' values are baked in; faster than any one of them
+            ms = 0.5
+        else:
+            chunk = json.loads(tunables.content)["values"]["CHUNK"]
+            ms = 1.0 + abs(chunk - 7) * 0.1 - (0.25 if chunk == 10 else 0.0)
         indices = request.workloads if request.workloads is not None else range(len(request.problem.workloads))
         results = tuple(WorkloadVerdict(i, Status.PASSED, timing=Timing(ms * (1 + i), 0.01, 10, "fixed"))
                         for i in indices)
@@ -157,6 +161,41 @@ def test_each_attempt_is_parsed_once_and_only_newer_attempts_are_read_again(tmp_
         assert since_id == seen and got == [seen + 1]
         seen = got[-1]
     assert len(reads) == TRIALS  # one before each of the 8 trials, and the one that found the budget spent
+
+
+def test_a_composite_best_is_tuned_through_its_fastest_tunable_member(tmp_path, problem_folder):
+    # Seen in a CPU run: the composite of two tuner trials became the best; it declares no tunables, so the tuner
+    # had nothing to try and the problem was closed as done after 4 of its 256 settings.
+    store, life, problem, pid, agent = _open_run(tmp_path, problem_folder)
+    try:
+        stop = lambda: len(store.attempts(agent_id=agent)) >= 2  # noqa: E731
+        assert anyio.run(TunerAgent(TRIALS, seed=3, startup_trials=3).work,
+                         _bench(store, life, problem, pid, agent, stop)) is WorkOutcome.STOPPED
+        seed_id, *trials = [a.id for a in store.attempts(pid)]
+        fastest = max(trials, key=lambda i: store.attempt(i).speedup)
+        frontier = (FrontierMember(seed_id, (0,), (1.0,), 1.0, True), FrontierMember(fastest, (1,), (1.0,), 1.0, True))
+        solution = compose(problem, frontier, {i: store.attempt(i).solution for i in (seed_id, fastest)}, fastest)
+        anyio.run(lambda: life.run(pid, problem, Candidate(solution, parent_id=seed_id, parents=(seed_id, fastest),
+                                                           note="composite")))
+        composite = store.attempt(store.problem(pid).best_attempt_id)
+        assert composite.composite
+        members = [store.attempt(i) for i in composite.parents]
+        assert tuner_module.tuning_base(composite, members).id == fastest
+        assert TunerAgent(TRIALS).can_work_on(composite, members)
+        assert not TunerAgent(TRIALS).can_work_on(composite)  # without its members: nothing tunable
+
+        before = {a.id for a in store.attempts(pid)}
+        outcome = anyio.run(TunerAgent(TRIALS, seed=3, startup_trials=3).work, _bench(store, life, problem, pid,
+                                                                                     agent))
+        new = [a for a in store.attempts(pid) if a.id not in before]
+        trial_chunks = [store.attempt(i).tunables["CHUNK"] for i in trials]
+    finally:
+        store.close()
+    # The turn went on with the member's code until its budget was spent: the seed and 8 trials of CHUNK values.
+    assert outcome is WorkOutcome.EXHAUSTED
+    assert len(new) == TRIALS - 3 and all(a.parent_id == fastest for a in new), [(a.id, a.parent_id) for a in new]
+    chunks = [1, *trial_chunks, *(a.tunables["CHUNK"] for a in new)]
+    assert len(set(chunks)) == len(chunks) == TRIALS, chunks
 
 
 def test_a_pending_attempt_is_read_again_until_it_finishes(tmp_path, problem_folder):

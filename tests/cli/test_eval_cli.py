@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from upstream_sources import upstream_available, upstream_module
 
+# Seconds each, and they read the T_b cache, whose behaviour a loaded CPU moves: the serial pass (README).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "problems" / "norm" / "001_rmsnorm_llama3_1_8b"
 

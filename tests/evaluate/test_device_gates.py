@@ -224,3 +224,59 @@ def test_a_baseline_step_of_higher_priority_goes_between_a_candidates_workloads(
 
     anyio.run(scenario)
     assert sorted(order) == ["baseline", "candidate"]
+
+
+def test_a_low_priority_waiter_goes_first_once_it_has_waited_the_bound():
+    # Higher-priority steps keep coming, one always waiting (as T_b steps do at the start of a run over hundreds of
+    # problems): without the bound the candidate would wait until they stop.
+    log: list = []
+
+    async def scenario():
+        gates = DeviceGates(1, bounded_wait_s=0.3)
+        began = time.monotonic()
+        got = []
+
+        async def steps():
+            while not got:
+                await hold(gates, log, "step", 0.05, 10)
+
+        async def candidate():
+            await anyio.sleep(0.02)
+            await hold(gates, log, "candidate", 0.0, 0)
+            got.append(time.monotonic() - began)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):  # three baseline processes: while one holds the device, two wait
+                tg.start_soon(steps)
+            tg.start_soon(candidate)
+        return got[0]
+
+    waited = anyio.run(scenario)
+    assert 0.3 <= waited < 0.6, waited
+    first = log.index(("candidate", 0))
+    assert first >= 4 and log[:first] == [("step", 0)] * first  # the steps went first until the bound
+
+
+def test_a_lender_lends_for_at_most_the_bound():
+    async def scenario():
+        gates = DeviceGates(1, bounded_wait_s=0.2)
+        device = await gates.acquire(0)
+        stop = anyio.Event()
+
+        async def borrowers():
+            while not stop.is_set():
+                d = await gates.acquire(5, may_borrow=True)
+                await anyio.sleep(0.03)
+                gates.release(d)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(borrowers)
+            await anyio.sleep(0.01)
+            lent = await gates.lend(device, 0)
+            stop.set()
+            gates.release(device)
+        return lent
+
+    lent = anyio.run(scenario)
+    assert 0.2 <= lent < 0.35, lent

@@ -10,7 +10,12 @@ Every chunk has a path the reader can ask for next:
   language, ``core.languages``: ``torch``, ``triton``, ``cute_dsl``), relative to the folder holding the package;
 - ``torch:torch/some/README.md#heading``: a section of a documentation file shipped inside a package;
 - ``docs:/abs/path/file.md#heading``: a section of a file in a configured folder (``::name`` for Python);
-- ``protocol:protocol.md#heading``: a section of the project's protocol.
+- ``protocol:protocol.md#heading``: a section of the project's protocol;
+- ``cookbook:wgmma-gemm.md#heading``: a section of a guide of the project's cookbook (``docs/cookbook``);
+- ``cuda:cuda_bf16.h#L120``: a declaration block of a CUDA toolkit (or CUTLASS) header (``core.docs.toolkit``).
+
+The protocol, the cookbook and the toolkit are :class:`OwnSource` records (``core.docs.library`` registers them):
+sources of the project or of the machine, each indexed once per process.
 
 Reading is bounded: files over ``Limits.max_file_bytes`` and files with NUL bytes or invalid UTF-8 are skipped, and
 each source reads at most ``max_files`` files and ``max_total_bytes`` bytes.
@@ -24,6 +29,7 @@ import importlib.util
 import inspect
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,6 +39,7 @@ from core.languages.builtin import CUTE_DSL_DOCS, TORCH_DOCS, TRITON_DOCS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_FILE = PROJECT_ROOT / "protocol.md"
+COOKBOOK_DIR = PROJECT_ROOT / "docs" / "cookbook"
 
 DOC_SUFFIXES = (".md", ".rst", ".txt", ".html", ".htm")
 FOLDER_SUFFIXES = DOC_SUFFIXES + (".py",)
@@ -52,7 +59,7 @@ class Chunk:
     path: str  # what ``read`` takes
     title: str
     text: str  # what is searched, and shown by ``read``
-    source: str  # "torch", "triton", "cute_dsl", "docs", "protocol"
+    source: str  # "torch", "triton", "cute_dsl", "docs", "protocol", "cookbook", "cuda"
     file: str  # the absolute file it came from
     lines: tuple[int, int] | None = None  # an API entry's source lines (1-based, inclusive), shown by ``read``
 
@@ -66,6 +73,20 @@ class SourceReport:
     files: int = 0
     skipped: int = 0  # binary, huge, unreadable or unparsable files, and files past the caps
     chunks: int = 0
+
+
+@dataclass(frozen=True)
+class OwnSource:
+    """A documentation source of the project or of this machine, not a kernel language's package: indexed once per
+    process by ``index`` and searched under ``name``. ``first``: its entries that hold every word of a query are
+    listed before any other source's (the cookbook: the project's own advice before reference text). ``whole``: a
+    file's path without an anchor reads the whole file (a guide), not the list of its entries."""
+
+    name: str
+    about: str  # what it holds, for the tool's description: "the kernelfleet protocol"
+    index: Callable[[Limits], tuple[list[Chunk], SourceReport]]
+    first: bool = False
+    whole: bool = False
 
 
 # An installed package whose API is indexed: the doc source of a kernel language (core.languages).
@@ -84,7 +105,7 @@ PACKAGES = package_sources()  # the built-in languages'; the library asks packag
 # ---------------------------------------------------------------------------------------------- reading files
 
 
-class _Budget:
+class Budget:
     """What one source may still read."""
 
     def __init__(self, limits: Limits):
@@ -467,7 +488,7 @@ def package_chunks(package: PackageSource, limits: Limits = Limits()) -> tuple[l
     if folder is None:
         return [], SourceReport(package.name, package.label, False, package.missing_note())
     root = folder.parent  # paths are shown from the folder holding the package: "torch/cuda/__init__.py"
-    budget = _Budget(limits)
+    budget = Budget(limits)
     chunks: list[Chunk] = []
     python: list[Path] = []
     for part in package.parts:
@@ -520,7 +541,7 @@ def folder_chunks(folder: str | Path, limits: Limits = Limits()) -> tuple[list[C
     label = f"docs {root}"
     if not root.is_dir():
         return [], SourceReport("docs", label, False, f"docs folder {root}: no such folder")
-    budget = _Budget(limits)
+    budget = Budget(limits)
     chunks: list[Chunk] = []
     for path in _walk(root, FOLDER_SUFFIXES):
         text = budget.read(path)
@@ -543,3 +564,29 @@ def protocol_chunks(path: Path = PROTOCOL_FILE) -> tuple[list[Chunk], SourceRepo
         return [], SourceReport("protocol", "protocol", False, f"{path}: {exc}")
     chunks = section_chunks(text, base=f"protocol:{path.name}", name=path.name, source="protocol", file=str(path))
     return chunks, SourceReport("protocol", "protocol", True, str(path), 1, 0, len(chunks))
+
+
+def cookbook_chunks(folder: Path = COOKBOOK_DIR, limits: Limits = Limits()) -> tuple[list[Chunk], SourceReport]:
+    """The sections of the cookbook's guides, the markdown files of ``folder`` (paths
+    ``cookbook:wgmma-gemm.md#anchor``)."""
+    if not folder.is_dir():
+        return [], SourceReport("cookbook", "cookbook", False, f"no cookbook at {folder}")
+    budget = Budget(limits)
+    chunks: list[Chunk] = []
+    for path in _walk(folder, (".md",)):
+        text = budget.read(path)
+        if text is not None:
+            relative = path.relative_to(folder).as_posix()
+            chunks += section_chunks(text, base=f"cookbook:{relative}", name=relative, source="cookbook",
+                                     file=str(path))
+    chunks = _unique(chunks)
+    return chunks, SourceReport("cookbook", "cookbook", True, str(folder), budget.files, budget.skipped, len(chunks))
+
+
+def protocol_source(path: Path = PROTOCOL_FILE) -> OwnSource:
+    return OwnSource("protocol", "the kernelfleet protocol", lambda limits: protocol_chunks(path))
+
+
+def cookbook_source(folder: Path = COOKBOOK_DIR) -> OwnSource:
+    return OwnSource("cookbook", "the project's cookbook of kernel techniques (docs/cookbook)",
+                     lambda limits: cookbook_chunks(folder, limits), first=True, whole=True)

@@ -1,9 +1,11 @@
 """The documentation library of a process: every source indexed once, lazily, searched and read as bounded text.
 
 ``shared_library(folders)`` builds the index on first use (blocking: call it from a worker thread in async code)
-and keeps it for the process; the installed packages are indexed once whatever folders are asked for. Search
-results and readings are plain text for a model or a terminal: ``search_text`` ranks, ``read_text`` shows one
-entry in full, READ_CHARS at a time from ``offset``.
+and keeps it for the process; the installed packages and the registered own sources (the protocol, the cookbook,
+the CUDA toolkit's headers: :func:`register_source`) are indexed once whatever folders are asked for. Search
+results and readings are plain text for a model or a terminal: ``search_text`` ranks (the entries of a ``first``
+source that hold every word of the query come first), ``read_text`` shows one entry in full, or a whole file of a
+``whole`` source (a cookbook guide) named without an anchor, READ_CHARS at a time from ``offset``.
 """
 
 from __future__ import annotations
@@ -13,20 +15,43 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.docs.index import Chunk, Limits, PackageSource, SourceReport, folder_chunks, package_chunks, \
-    package_sources, protocol_chunks
+from core.docs.index import Chunk, Limits, OwnSource, PackageSource, SourceReport, cookbook_source, \
+    folder_chunks, package_chunks, package_sources, protocol_source
 from core.docs.search import Bm25, build_bm25, rank, tokens
+from core.docs.toolkit import CUDA
 
 READ_CHARS = 4000
 DEFAULT_RESULTS = 8
 MAX_RESULTS = 20
 MAX_QUERY_CHARS = 500
-PROJECT_SOURCES = ("protocol", "docs")
+FOLDERS_SOURCE = "docs"  # the run's [llm] docs folders
+
+_SOURCES_LOCK = threading.Lock()
+_OWN_SOURCES: dict[str, OwnSource] = {}  # registration order
+
+
+def register_source(source: OwnSource, *, replace: bool = False) -> OwnSource:
+    """Add an own source (``replace``: in place of the one of that name); a name already taken is an error."""
+    with _SOURCES_LOCK:
+        taken = set(_OWN_SOURCES) | {p.name for p in package_sources()} | {FOLDERS_SOURCE}
+        if source.name in taken and not (replace and source.name in _OWN_SOURCES):
+            raise ValueError(f"docs source name {source.name!r} is taken")
+        _OWN_SOURCES[source.name] = source
+    return source
+
+
+def own_sources() -> tuple[OwnSource, ...]:
+    """The registered own sources, in registration order."""
+    return tuple(_OWN_SOURCES.values())
+
+
+for _source in (protocol_source(), cookbook_source(), CUDA):
+    register_source(_source)
 
 
 def source_names() -> tuple[str, ...]:
-    """What a search may be narrowed to: the kernel languages' doc sources, the protocol and the run's folders."""
-    return tuple(p.name for p in package_sources()) + PROJECT_SOURCES
+    """What a search may be narrowed to: the kernel languages' doc sources, the own sources and the run's folders."""
+    return tuple(p.name for p in package_sources()) + tuple(s.name for s in own_sources()) + (FOLDERS_SOURCE,)
 
 
 SOURCE_NAMES = source_names()  # the built-in languages'; searches ask source_names() for later ones
@@ -43,6 +68,8 @@ class DocsLibrary:
     packages: tuple[PackageSource, ...]
     build_s: float
     by_path: dict[str, Chunk] = field(repr=False, compare=False, default_factory=dict)
+    first: frozenset[str] = frozenset()  # the sources whose entries holding every query word are listed first
+    whole: frozenset[str] = frozenset()  # the sources whose files are read whole when named without an anchor
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -56,7 +83,8 @@ class DocsLibrary:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RESULTS:
             raise DocsError(f"limit must be an integer from 1 to {MAX_RESULTS}")
         notes = self._missing_notes(query, source)
-        hits, matched = rank(self.index, query, sources=frozenset([source]) if source else None, limit=limit)
+        hits, matched = rank(self.index, query, sources=frozenset([source]) if source else None, limit=limit,
+                             first=self.first)
         lines = [f"note: {note}" for note in notes]
         if not hits:
             lines.append(f"no documentation matches {query!r}" + (f" in {source}" if source else "")
@@ -79,21 +107,17 @@ class DocsLibrary:
         path = path.strip()
         chunk = self.by_path.get(path)
         if chunk is None:
-            return self._contents(path)
-        document = full_text(chunk)
-        if offset >= len(document) and document:
-            raise DocsError(f"offset {offset} is past the end of {path} ({len(document)} characters)")
-        page = document[offset:offset + READ_CHARS]
-        end = offset + len(page)
-        head = f"{chunk.title}\n{path} (characters {offset}-{end} of {len(document)})\n"
-        tail = (f"\n... more: read again with offset={end}" if end < len(document) else "")
-        return head + "\n" + page + tail
+            return self._contents(path, offset)
+        return _page(chunk.title, path, full_text(chunk), offset)
 
-    def _contents(self, path: str) -> str:
-        """The entries of a file named without an anchor or entry name; DocsError if the path names nothing."""
+    def _contents(self, path: str, offset: int) -> str:
+        """The entries of a file named without an anchor or entry name (a ``whole`` source's file is read whole,
+        from ``offset``); DocsError if the path names nothing."""
         inside = [c for c in self.index.chunks if c.path.startswith(path + "#") or c.path.startswith(path + "::")]
         if not inside:
             raise DocsError(f"no documentation entry {path!r}: give a path exactly as a search result shows it")
+        if all(c.source in self.whole and c.file == inside[0].file for c in inside):
+            return _page(path, path, "\n\n".join(c.text for c in inside), offset)
         lines = [f"{path}: {len(inside)} entries; read one by its path:"]
         lines += [f"- {c.path}  {_one_line(c.title, 100)}" for c in inside[:60]]
         if len(inside) > 60:
@@ -101,6 +125,7 @@ class DocsLibrary:
         return "\n".join(lines)
 
     def _missing_notes(self, query: str, source: str | None) -> list[str]:
+        """Why a source the query names (or is narrowed to) has nothing: not installed, not found here."""
         words = set(tokens(query))
         notes = []
         for package in self.packages:
@@ -108,7 +133,8 @@ class DocsLibrary:
             if report is not None and not report.available and (source == package.name
                                                                  or words & set(package.mentions)):
                 notes.append(report.detail)
-        notes += [r.detail for r in self.sources if r.name == "docs" and not r.available]
+        notes += [r.detail for r in self.sources if not r.available and r.name not in {p.name for p in self.packages}
+                  and (r.name == FOLDERS_SOURCE or r.name == source)]
         return notes
 
     def _summary(self) -> str:
@@ -139,20 +165,29 @@ def full_text(chunk: Chunk) -> str:
     return f"{chunk.text}\n\nsource ({chunk.file}, lines {start}-{end}):\n" + "\n".join(lines)
 
 
+def _page(title: str, path: str, document: str, offset: int) -> str:
+    """READ_CHARS of ``document`` from ``offset``, headed by what it is and where the reading stands."""
+    if offset >= len(document) and document:
+        raise DocsError(f"offset {offset} is past the end of {path} ({len(document)} characters)")
+    page = document[offset:offset + READ_CHARS]
+    end = offset + len(page)
+    head = f"{title}\n{path} (characters {offset}-{end} of {len(document)})\n"
+    tail = (f"\n... more: read again with offset={end}" if end < len(document) else "")
+    return head + "\n" + page + tail
+
+
 def build_library(folders: tuple[str, ...] = (), *, packages: tuple[PackageSource, ...] | None = None,
-                  protocol: bool = True, limits: Limits = Limits()) -> DocsLibrary:
-    """Index the packages, the protocol and ``folders`` now (no cache)."""
+                  sources: tuple[OwnSource, ...] | None = None, limits: Limits = Limits()) -> DocsLibrary:
+    """Index the packages, the own ``sources`` (None: the registered ones) and ``folders`` now (no cache)."""
     started = time.perf_counter()
     packages = package_sources() if packages is None else packages
-    parts = [package_chunks(p, limits) for p in packages]
-    return _assemble(parts, folders, packages, protocol, limits, started)
+    sources = own_sources() if sources is None else sources
+    parts = [package_chunks(p, limits) for p in packages] + [s.index(limits) for s in sources]
+    return _assemble(parts, folders, packages, sources, limits, started)
 
 
-def _assemble(parts, folders, packages, protocol, limits, started) -> DocsLibrary:
-    parts = list(parts)
-    if protocol:
-        parts.append(protocol_chunks())
-    parts += [folder_chunks(f, limits) for f in dict.fromkeys(folders)]
+def _assemble(parts, folders, packages, sources, limits, started) -> DocsLibrary:
+    parts = list(parts) + [folder_chunks(f, limits) for f in dict.fromkeys(folders)]
     chunks: list[Chunk] = []
     by_path: dict[str, Chunk] = {}
     for found, _ in parts:
@@ -161,26 +196,34 @@ def _assemble(parts, folders, packages, protocol, limits, started) -> DocsLibrar
                 by_path[chunk.path] = chunk
                 chunks.append(chunk)
     index = build_bm25(tuple(chunks))
-    return DocsLibrary(index, tuple(r for _, r in parts), packages, time.perf_counter() - started, by_path)
+    return DocsLibrary(index, tuple(r for _, r in parts), packages, time.perf_counter() - started, by_path,
+                       frozenset(s.name for s in sources if s.first), frozenset(s.name for s in sources if s.whole))
 
 
 _LOCK = threading.Lock()
 _PACKAGE_PARTS: dict[str, tuple[list[Chunk], SourceReport]] = {}
+_OWN_PARTS: dict[str, tuple[list[Chunk], SourceReport]] = {}
 _LIBRARIES: dict[tuple[str, ...], DocsLibrary] = {}
 
 
 def shared_library(folders: tuple[str, ...] | list[str] = ()) -> DocsLibrary:
-    """The process's library for ``folders``, built on first use; the packages are indexed once per process."""
+    """The process's library for ``folders``, built on first use; the packages and the own sources are indexed
+    once per process."""
     key = tuple(str(Path(f).expanduser().resolve()) for f in folders)
     with _LOCK:
         library = _LIBRARIES.get(key)
         if library is None:
             started = time.perf_counter()
             packages = package_sources()
+            sources = own_sources()
             for package in packages:
                 if package.name not in _PACKAGE_PARTS:
                     _PACKAGE_PARTS[package.name] = package_chunks(package)
-            library = _assemble([_PACKAGE_PARTS[p.name] for p in packages], key, packages, True, Limits(), started)
+            for source in sources:
+                if source.name not in _OWN_PARTS:
+                    _OWN_PARTS[source.name] = source.index(Limits())
+            parts = [_PACKAGE_PARTS[p.name] for p in packages] + [_OWN_PARTS[s.name] for s in sources]
+            library = _assemble(parts, key, packages, sources, Limits(), started)
             _LIBRARIES[key] = library
         return library
 

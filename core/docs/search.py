@@ -3,11 +3,13 @@
 ``make_tiled_copy`` and ``TiledCopy`` are indexed as themselves and as ``make``, ``tiled``, ``copy``, so the
 query "tiled copy" finds both, and the query ``make_tiled_copy`` prefers the entry of that exact name (a rare whole
 token weighs more). A title's words count more than the body's, and a chunk whose title or text holds the query's
-words in order (a phrase) ranks above one that only holds them apart.
+words in order (a phrase) ranks above one that only holds them apart. The entries of the ``first`` sources (the
+cookbook) that hold every word of the query are listed before all others.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -45,15 +47,20 @@ def word_parts(word: str) -> list[str]:
     return [p.lower() for piece in word.split("_") for p in _PARTS.findall(piece)]
 
 
+@functools.lru_cache(maxsize=1 << 17)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """One identifier's tokens (cached: headers and sources repeat their identifiers many times)."""
+    parts = word_parts(word)
+    whole = (word.lower().strip("_"),) if len(parts) > 1 else ()
+    return whole + tuple(_stem(p) for p in parts if p not in STOPWORDS)
+
+
 def tokens(text: str) -> list[str]:
     """Search tokens of ``text``: the words of each identifier, lower case and without plurals, and the whole
     identifier too when it has several words."""
-    found = []
+    found: list[str] = []
     for word in _WORD.findall(text):
-        parts = word_parts(word)
-        if len(parts) > 1:
-            found.append(word.lower().strip("_"))
-        found += [_stem(p) for p in parts if p not in STOPWORDS]
+        found += _word_tokens(word)
     return found
 
 
@@ -93,14 +100,17 @@ class Hit:
     snippet: str
 
 
-def rank(index: Bm25, query: str, *, sources: frozenset[str] | None = None, limit: int = 8) -> tuple[list[Hit], int]:
-    """The best ``limit`` chunks for ``query`` (from ``sources`` only, when given), and how many matched at all."""
+def rank(index: Bm25, query: str, *, sources: frozenset[str] | None = None, limit: int = 8,
+         first: frozenset[str] = frozenset()) -> tuple[list[Hit], int]:
+    """The best ``limit`` chunks for ``query`` (from ``sources`` only, when given), and how many matched at all;
+    a chunk of a ``first`` source holding every token of the query ranks above every chunk that is not one."""
     wanted = list(dict.fromkeys(tokens(query)))
     n = len(index.chunks)
     phrase = phrase_text(query)
     phrase_words = set(phrase.split())
     scores: dict[int, float] = {}
     has_phrase_words: Counter[int] = Counter()  # how many of the phrase's distinct words each chunk holds
+    has_tokens: Counter[int] = Counter()  # how many of the query's distinct tokens each chunk holds
     for token in wanted:
         posting = index.postings.get(token, ())
         if not posting:
@@ -111,9 +121,12 @@ def rank(index: Bm25, query: str, *, sources: frozenset[str] | None = None, limi
                 continue
             norm = K1 * (1 - B + B * index.lengths[i] / index.average_length)
             scores[i] = scores.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+            has_tokens[i] += 1
             if token in phrase_words:
                 has_phrase_words[i] += 1
+    ahead = {i for i in scores if index.chunks[i].source in first and has_tokens[i] == len(wanted)}
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:max(RERANKED, limit)]
+    best += [(i, scores[i]) for i in sorted(ahead - {i for i, _ in best})]
     if len(phrase_words) > 1:
         boosted = []
         for i, score in best:
@@ -125,7 +138,8 @@ def rank(index: Bm25, query: str, *, sources: frozenset[str] | None = None, limi
             elif phrase in phrase_text(chunk.text[:PHRASE_SCAN_CHARS]):
                 score *= 1 + PHRASE_IN_TEXT
             boosted.append((i, score))
-        best = sorted(boosted, key=lambda item: (-item[1], item[0]))
+        best = boosted
+    best = sorted(best, key=lambda item: (item[0] not in ahead, -item[1], item[0]))
     hits = [Hit(index.chunks[i], score, snippet(index.chunks[i].text, wanted)) for i, score in best[:limit]]
     return hits, len(scores)
 

@@ -15,6 +15,7 @@ from core.fleet.directives import Directive
 from core.fleet.facts import RunFacts, render_facts
 from core.fleet.frontier import FRONTIER_TOLERANCE, StartingChoice
 from core.fleet.similar import SimilarBest, op_family
+from core.llm.cookbook import cookbook_section
 from core.llm.gaps import furthest_from_sol, index_ranges, slower_than_t_b, without_pass, workload_gaps
 from core.problem.distributions import input_distribution
 from core.problem.schema import InputKind, Problem, Tolerance, Workload
@@ -357,7 +358,8 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
     agents' included; ``attempts`` is the problem's history, oldest first) found, the best solutions of
     ``similar`` problems when the problem is new or stalling, the ``notes`` of its op family, and the planner's
     directives to this agent or problem since its last turn (``facts.directives``). ``sources`` (path -> text)
-    are shown, truncated. With ``tool_hints`` the brief names the tools that read more. ``start``: the attempt the
+    are shown, truncated. With ``tool_hints`` the brief names the tools that read more, and the cookbook's guides
+    that fit the problem (``core.llm.cookbook``). ``start``: the attempt the
     workspace starts from and why (``core.fleet.frontier.choose_start``)."""
     d = problem.definition
     out = [f"# Problem {row.key}: {d.name}"]
@@ -378,6 +380,10 @@ def problem_brief(problem: Problem, row: ProblemRow, best: AttemptRow | None, at
     if lagging:
         out[-1] += "\n" + lagging
     out.append("\n".join(_correctness_lines(problem)))
+    cookbook = cookbook_section(problem, row.workloads, arch=facts.arch if facts is not None else None) \
+        if tool_hints else None
+    if cookbook:
+        out.append(cookbook)
 
     if best is not None:
         figures = [f"attempt {best.id}", best.language]

@@ -1,5 +1,6 @@
-"""The ``docs`` tool: search the documentation of the installed kernel libraries, the protocol and the run's
-``[docs] paths`` folders by keyword, and read one entry in full (see ``core.docs``)."""
+"""The ``docs`` tool: search by keyword the documentation of the installed kernel libraries, the project's own
+sources (the protocol, the cookbook, this machine's CUDA toolkit headers: ``core.docs.library.own_sources``) and the
+run's ``[llm] docs`` folders, and read one entry (or one cookbook guide) in full (see ``core.docs``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from core.docs.index import package_sources
-from core.docs.library import DEFAULT_RESULTS, MAX_RESULTS, READ_CHARS, DocsError, DocsLibrary, shared_library, \
-    source_names
+from core.docs.library import DEFAULT_RESULTS, MAX_RESULTS, READ_CHARS, DocsError, DocsLibrary, own_sources, \
+    shared_library, source_names
 from core.llm.toolkit import Tool, ToolRefused, ToolResult
 
 if TYPE_CHECKING:
@@ -36,15 +37,19 @@ async def _docs(box: Toolbox, args: dict[str, Any]) -> ToolResult:
         raise ToolRefused(str(exc)) from None
 
 
-# The kernel languages' doc sources as the registry holds them when the tools are made (the built-in ones).
+# The kernel languages' doc sources and the own sources as the registries hold them when the tools are made.
 _LIBRARIES = ", ".join(p.label.split(" (")[0] for p in package_sources())
+_OWN = "; ".join(f"{s.name}: {s.about}" for s in own_sources())
+_FIRST = " and ".join(s.name for s in own_sources() if s.first)
 
 TOOLS: tuple[Tool, ...] = (
     Tool("docs", "Search documentation by keywords: the API of the kernel libraries installed here ("
                  f"{_LIBRARIES}; torch.cuda, torch.utils.cpp_extension, torch.library and more, from their sources), "
-                 "the kernelfleet protocol and the run's documentation folders. `query` returns ranked entries, each "
-                 "with a path; `read` with one of those paths returns that entry in full (an API entry with its "
-                 f"source code), {READ_CHARS} characters from `offset`.", _docs,
+                 f"the project's own sources ({_OWN}) and the run's documentation folders. Entries of {_FIRST} "
+                 "holding every query word come first. `query` returns ranked entries, each with a path; `read` with one of those "
+                 "paths returns that entry in full (an API entry with its source code; a cookbook guide's path "
+                 f"without its #anchor, e.g. cookbook:memory-bound.md, the whole guide), {READ_CHARS} characters "
+                 "from `offset`.", _docs,
          {"query": {"type": "string", "description": "keywords, e.g. 'tiled copy' or 'cuda stream synchronize'"},
           "read": {"type": "string", "description": "a path exactly as a search result shows it"},
           "offset": {"type": "integer", "description": "where to start reading (the previous reading says)"},

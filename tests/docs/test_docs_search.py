@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.config import ConfigError, load_config
-from core.docs.index import CUTE_DSL, TORCH, Limits, PackageSource, html_to_markdown, section_chunks, slug
+from core.docs.index import CUTE_DSL, TORCH, Limits, PackageSource, html_to_markdown, protocol_source, section_chunks, \
+    slug
 from core.docs.library import READ_CHARS, DocsError, build_library
 from core.docs.search import phrase_text, rank, tokens, word_parts
 
@@ -57,7 +58,7 @@ def write_docs(folder: Path, *, api: bool = False) -> Path:
 
 
 def folder_library(folder: Path, **kwargs):
-    return build_library((str(folder),), packages=(), protocol=False, **kwargs)
+    return build_library((str(folder),), packages=(), sources=(), **kwargs)
 
 
 def first_result_path(text: str) -> str:
@@ -188,7 +189,7 @@ def test_a_missing_package_is_reported_once_and_the_rest_still_searched(tmp_path
     folder = write_docs(tmp_path / "docs")
     absent = PackageSource("cute_dsl", "CuTe DSL (nvidia-cutlass-dsl)", "kernelfleet_absent_package_xyz",
                            ("kernelfleet-absent-package-xyz",), mentions=("cute", "cutlass"))
-    library = build_library((str(folder),), packages=(absent,), protocol=False)
+    library = build_library((str(folder),), packages=(absent,), sources=())
     report = library.sources[0]
     assert not report.available and report.detail == "CuTe DSL (nvidia-cutlass-dsl) is not installed here"
     text = library.search_text("cute tiled copy")
@@ -202,20 +203,20 @@ def test_a_missing_package_is_reported_once_and_the_rest_still_searched(tmp_path
 
 @pytest.mark.skipif(importlib.util.find_spec("cutlass") is not None, reason="CuTe DSL is installed here")
 def test_the_real_cute_dsl_source_says_it_is_not_installed():
-    library = build_library((), packages=(CUTE_DSL,), protocol=True)
+    library = build_library((), packages=(CUTE_DSL,), sources=(protocol_source(),))
     text = library.search_text("cutlass tiled copy")
     assert text.splitlines()[0] == "note: CuTe DSL (nvidia-cutlass-dsl) is not installed here"
 
 
 def test_a_vanished_folder_is_noted():
-    library = build_library(("/nonexistent/kernelfleet-docs",), packages=(), protocol=True)
+    library = build_library(("/nonexistent/kernelfleet-docs",), packages=(), sources=(protocol_source(),))
     text = library.search_text("workload timeout")
     assert text.splitlines()[0] == "note: docs folder /nonexistent/kernelfleet-docs: no such folder"
     assert "protocol:protocol.md#" in text
 
 
 def test_torch_api_is_indexed_from_its_sources():
-    library = build_library((), packages=(TORCH,), protocol=False)
+    library = build_library((), packages=(TORCH,), sources=())
     hits, _ = rank(library.index, "cuda stream synchronize", limit=5)
     paths = [h.chunk.path for h in hits]
     assert {"torch:torch/cuda/__init__.py::synchronize", "torch:torch/cuda/streams.py::Stream.synchronize"} \
@@ -268,7 +269,8 @@ def test_cli_searches_as_a_user_would(tmp_path):
     folder = write_docs(tmp_path / "notes")
     config = tmp_path / "fleet.toml"
     config.write_text(f'[llm]\ndocs = ["{folder}"]\n')
-    found = subprocess.run([sys.executable, "-m", "cli.main", "docs", "tiled copy", "--config", str(config)],
+    found = subprocess.run([sys.executable, "-m", "cli.main", "docs", "tiled copy", "--source", "docs", "--config",
+                            str(config)],
                            cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert found.returncode == 0, found.stderr
     assert first_result_path(found.stdout) == f"docs:{folder / 'copy.md'}#tiled-copy"
@@ -304,7 +306,7 @@ def test_the_tool_in_a_cpu_fleet_run_returns_ranked_results(tmp_path, monkeypatc
     monkeypatch.setenv("KF_TEST_LLM_KEY", "sk-test-docs-0123456789")
     folder = write_docs(tmp_path / "notes")
     path = f"docs:{folder / 'copy.md'}#tiled-copy"
-    script = [tools(call("docs", {"query": "tiled copy"})),
+    script = [tools(call("docs", {"query": "tiled copy", "source": "docs"})),  # the cookbook's come first unnarrowed
               tools(call("docs", {"read": path})),
               tools(call("docs", {"query": "cuda stream synchronize", "source": "torch", "limit": 3}),
                     call("docs", {"read": "docs:/nowhere.md#x"}))]
@@ -318,7 +320,7 @@ def test_the_tool_in_a_cpu_fleet_run_returns_ranked_results(tmp_path, monkeypatc
 
     searched = tool_answers(1)[-1]
     assert first_result_path(searched) == path
-    assert searched.splitlines()[0].endswith("matching entries for 'tiled copy':")
+    assert searched.splitlines()[0].endswith("matching entries for 'tiled copy' in docs:")
     read = tool_answers(2)[-1]
     assert read.startswith("Copy atoms › Tiled copy\n" + path) and "builds a tiled copy" in read
     torch_hits, refused = tool_answers(3)[-2:]

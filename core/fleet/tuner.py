@@ -14,6 +14,7 @@ finished trial would propose: the same trials in the same order, a sampler seede
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -267,7 +268,7 @@ class TunerAgent:
             params = study.ask(done)
             taken = done.keys() | claimed
             if _key(params) in taken:
-                params = next(p for p in _grid(space) if _key(p) not in taken)
+                params = nearest_untried(space, _leader(done) or base_values, taken)
             changed = {k: v for k, v in params.items() if base_values.get(k) != v}
             candidate = with_values(base, params)
             note = "tuner: " + (", ".join(f"{k}={v}" for k, v in sorted(changed.items())) or "base values")
@@ -280,9 +281,27 @@ class TunerAgent:
                     return WorkOutcome.STOPPED  # another agent's new code is the best now: start over from it
 
 
-def _grid(space: dict[str, tuple]):
-    import itertools
+def _leader(done: dict[str, AttemptRow]) -> dict[str, Any] | None:
+    """The values of the fastest passing trial, None without one."""
+    scored = [(value, key) for key, attempt in done.items() if (value := _objective(attempt)) is not None]
+    return json.loads(min(scored)[1]) if scored else None
 
+
+def nearest_untried(space: dict[str, tuple], center: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+    """The untried setting nearest ``center`` (the fastest trial's values), counting each tunable's steps along its
+    list of options; ties go to the first in the grid's order. TPE, once it keeps proposing a setting already tried,
+    gives way to this local search around the leader, where the next gain most likely is: the first untried setting
+    of the grid swept a 256-option CHUNK upwards from 1 while the leader sat at 225."""
     names = list(space)
-    for combo in itertools.product(*(space[n] for n in names)):
-        yield dict(zip(names, combo))
+    at = [space[n].index(center[n]) if center.get(n) in space[n] else 0 for n in names]
+    for radius in range(max(len(space[n]) for n in names)):
+        # Every setting within ``radius`` steps lies in this box around the center.
+        box = [range(max(0, i - radius), min(len(space[n]), i + radius + 1)) for n, i in zip(names, at)]
+        near = [(sum(abs(i - c) for i, c in zip(combo, at)), combo) for combo in itertools.product(*box)]
+        for distance, combo in sorted(near):
+            if distance > radius:
+                break
+            values = {n: space[n][i] for n, i in zip(names, combo)}
+            if _key(values) not in taken:
+                return values
+    raise ValueError("every setting of the space is taken")

@@ -289,3 +289,23 @@ def test_only_trials_it_has_not_been_told_are_added_to_the_study(monkeypatch):
     done[key(2)] = _row(9, 0.5)  # the latest attempt of CHUNK=2 had another result: the study is rebuilt
     study.ask(done)
     assert added[5:] == [1, 2, 3, 4, 5] and study.builds == 2
+
+
+def test_a_repeated_proposal_gives_way_to_the_untried_setting_nearest_the_leader():
+    space = {"CHUNK": tuple(range(1, 257))}
+    taken = {tuner_module._key({"CHUNK": c}) for c in (1, 110, 225)}
+    # Not the grid's first untried setting (2), but the leader's neighbour, then the next one out.
+    assert tuner_module.nearest_untried(space, {"CHUNK": 225}, taken) == {"CHUNK": 224}
+    taken.add(tuner_module._key({"CHUNK": 224}))
+    assert tuner_module.nearest_untried(space, {"CHUNK": 225}, taken) == {"CHUNK": 226}
+    grid = {"BLOCK": (64, 128, 256), "WARPS": (2, 4, 8)}
+    leader = {"BLOCK": 128, "WARPS": 4}
+    around = {tuner_module._key(leader)}
+    for _ in range(4):  # the leader's four neighbours one step away come before any two steps away
+        step = tuner_module.nearest_untried(grid, leader, around)
+        assert sum(grid[n].index(step[n]) != grid[n].index(leader[n]) for n in grid) == 1, step
+        around.add(tuner_module._key(step))
+    assert tuner_module.nearest_untried(grid, leader, around) in (
+        {"BLOCK": 64, "WARPS": 2}, {"BLOCK": 64, "WARPS": 8}, {"BLOCK": 256, "WARPS": 2}, {"BLOCK": 256, "WARPS": 8})
+    with pytest.raises(ValueError):
+        tuner_module.nearest_untried({"A": (1,)}, {"A": 1}, {tuner_module._key({"A": 1})})

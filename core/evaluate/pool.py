@@ -360,10 +360,10 @@ class EvaluationPool:
         # Timed in another state than this start's (other GPU work beside it, a busier host): measured once more;
         # still apart, it stays flagged, and uncached (core.evaluate.baseline.judge).
         for index in [i for i, r in results.items() if r.ok and not r.cached and machine.state_moved(r)]:
-            results[index] = await measure(index, forget=True)
+            results[index] = _again(results[index], await measure(index, forget=True))
         # Out of line with a larger workload: measured again; still out of line: not trusted, and not kept.
         for index in sanity.inversions(problem, list(results.values())):
-            results[index] = await measure(index, forget=True)
+            results[index] = _again(results[index], await measure(index, forget=True))
         for index, why in sanity.inversions(problem, list(results.values())).items():
             results[index] = sanity.distrusted(results[index], why)
             forget = as_kind(tb.request_for(problem, index, timing=timing, blob_roots=blob_roots), BaselineForget)
@@ -790,6 +790,12 @@ def _pipelined(job: EvalJob, checked: int, next_index: int) -> bool:
         return _exchange_bytes(job, checked) + _exchange_bytes(job, next_index) <= PIPELINE_MAX_BYTES
     except (KeyError, ValueError):
         return False
+
+
+def _again(first, again):
+    """A T_b measured once more (``forget``: no cache lookup) keeps why the first measurement was not the cached
+    figure: without it, a run that found its cached T_b stale and then measured twice said neither."""
+    return again if again.remeasured or not first.remeasured else again.replace(remeasured=first.remeasured)
 
 
 def _candidate_refused(slot: _DeviceSlot, index: int, reply: Any) -> tuple[WorkloadVerdict, bool]:

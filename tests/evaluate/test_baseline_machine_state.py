@@ -129,3 +129,30 @@ def test_a_t_b_timed_in_another_state_than_its_start_is_not_cached(tmp_path, mon
     assert BaselineCache().read("k-apart") == {}  # used in its run, flagged, never kept
     reply = _finished(measured, "k-same", {}, torch.device("cpu"), None, "")
     assert BaselineCache().read("k-same")["workloads"]["0"]["machine"]["device"] == "cpu"
+
+
+def test_a_stale_cached_t_b_measured_twice_still_says_why_it_was_not_the_cached_one(tmp_path, monkeypatch,
+                                                                                   rmsnorm_problem):
+    # Seen on a loaded CI machine: the cached T_b was stale (this start's probe had moved), the new figure was
+    # taken in another state than the start's too and measured once more, without a cache lookup, so the run said
+    # neither why T_b was not the cached one nor that it was measured again.
+    from core.evaluate.baseline import machine
+
+    monkeypatch.setenv("KERNELFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    first = _pool_baseline(rmsnorm_problem)
+    assert first.ok and not first.cached
+    path, data = _cached_entry(tmp_path / "cache")
+    for state in ("machine", "machine_start"):  # cached on a machine a thousand times slower
+        data["workloads"]["0"][state] = {**data["workloads"]["0"][state], "probe_ms": first.machine["probe_ms"] * 1000}
+    path.write_text(json.dumps(data))
+    measured = []
+
+    def moved_once(result):  # the first new figure stands in another state than its start; the next does not
+        measured.append(result.remeasured)
+        return "moved: by the test" if len(measured) == 1 else ""
+
+    monkeypatch.setattr(machine, "state_moved", moved_once)
+    again = _pool_baseline(rmsnorm_problem)
+    assert len(measured) == 1 and measured[0].startswith("the machine's probe moved")
+    assert not again.cached and again.ok
+    assert again.remeasured.startswith("the machine's probe moved"), again.remeasured

@@ -294,14 +294,13 @@ def nearest_untried(space: dict[str, tuple], center: dict[str, Any], taken: set[
     of the grid swept a 256-option CHUNK upwards from 1 while the leader sat at 225."""
     names = list(space)
     at = [space[n].index(center[n]) if center.get(n) in space[n] else 0 for n in names]
-    for radius in range(max(len(space[n]) for n in names)):
-        # Every setting within ``radius`` steps lies in this box around the center.
+    farthest = sum(max(i, len(space[n]) - 1 - i) for n, i in zip(names, at))
+    for radius in range(farthest + 1):
+        # Every setting ``radius`` steps away lies in this box around the center.
         box = [range(max(0, i - radius), min(len(space[n]), i + radius + 1)) for n, i in zip(names, at)]
-        near = [(sum(abs(i - c) for i, c in zip(combo, at)), combo) for combo in itertools.product(*box)]
-        for distance, combo in sorted(near):
-            if distance > radius:
-                break
-            values = {n: space[n][i] for n, i in zip(names, combo)}
-            if _key(values) not in taken:
-                return values
+        for combo in itertools.product(*box):
+            if sum(abs(i - c) for i, c in zip(combo, at)) == radius:
+                values = {n: space[n][i] for n, i in zip(names, combo)}
+                if _key(values) not in taken:
+                    return values
     raise ValueError("every setting of the space is taken")

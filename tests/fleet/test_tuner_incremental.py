@@ -307,5 +307,9 @@ def test_a_repeated_proposal_gives_way_to_the_untried_setting_nearest_the_leader
         around.add(tuner_module._key(step))
     assert tuner_module.nearest_untried(grid, leader, around) in (
         {"BLOCK": 64, "WARPS": 2}, {"BLOCK": 64, "WARPS": 8}, {"BLOCK": 256, "WARPS": 2}, {"BLOCK": 256, "WARPS": 8})
+    # The farthest corner of a grid is found once every nearer setting is taken (four steps from the other one).
+    everything_but = {tuner_module._key({"BLOCK": b, "WARPS": w}) for b in grid["BLOCK"] for w in grid["WARPS"]}
+    everything_but.discard(tuner_module._key({"BLOCK": 256, "WARPS": 8}))
+    assert tuner_module.nearest_untried(grid, {"BLOCK": 64, "WARPS": 2}, everything_but) == {"BLOCK": 256, "WARPS": 8}
     with pytest.raises(ValueError):
         tuner_module.nearest_untried({"A": (1,)}, {"A": 1}, {tuner_module._key({"A": 1})})

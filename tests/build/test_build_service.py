@@ -69,18 +69,23 @@ def live_processes_mentioning(text: str) -> list[tuple[int, list[str]]]:
 
 
 def nvcc_processes_mentioning(text: str) -> list[int]:
-    """The nvcc processes mentioning ``text`` that were all alive at one moment: each one found by the scan of /proc
-    and still alive after it (a scan that saw one build's nvcc before it exited, and then the next one's, counts only
-    those that overlapped)."""
+    """The nvcc processes this test process started, mentioning ``text``, that were all alive at one moment: each one
+    found by the scan of /proc and still alive after it (a scan that saw one build's nvcc before it exited, and then
+    the next one's, counts only those that overlapped).
+
+    Only our own children count: nvcc forks before it runs cicc or ptxas, and until that child execs, its command
+    line reads as nvcc's own."""
     found = [pid for pid, argv in live_processes_mentioning(text) if Path(argv[0]).name == "nvcc"]
-    return [pid for pid in found if _alive(pid)]
+    return [pid for pid in found if _alive_child(pid)]
 
 
-def _alive(pid: int) -> bool:
+def _alive_child(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    state, parent = fields[0], int(fields[1])
+    return state != "Z" and parent == os.getpid()
 
 
 def gate_header(directory: Path, name: str = "gate.h") -> Path:

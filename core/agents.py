@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 BUILTIN_KINDS = (
     "core.fleet.tuner_kind",
+    "core.fleet.compiler_kind",
     "core.llm.kind",
 )
 

@@ -80,6 +80,10 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> FleetConf
         built[name] = _parse_section(hints[name], name, table, source)
     cfg = FleetConfig(**built)
     _check_profile_names(cfg, source)
+    compiler = cfg.compiler.agents_in(cfg.fleet)  # none on the CPU unless [compiler] cpu
+    if cfg.fleet.tuner_agents + cfg.fleet.llm_agents + compiler < 1:
+        raise ConfigError(source, "fleet", "tuner_agents + llm_agents + [compiler] agents must be >= 1, got "
+                                           f"{cfg.fleet.tuner_agents} + {cfg.fleet.llm_agents} + {compiler}")
     return cfg
 
 
@@ -137,9 +141,6 @@ def _parse_section(cls: type, section: str, table: Any, source: str) -> Any:
             backend_named(parsed.backend, parsed.ray_address)
         except ValueError as exc:
             raise ConfigError(source, "cluster.backend", str(exc)) from None
-    if section == "fleet" and parsed.tuner_agents + parsed.llm_agents < 1:
-        raise ConfigError(source, "fleet", "tuner_agents + llm_agents must be >= 1, got "
-                                           f"{parsed.tuner_agents} + {parsed.llm_agents}")
     return parsed
 
 

@@ -221,6 +221,25 @@ class TunerConfig:
 
 
 @dataclass(frozen=True)
+class CompilerAgentConfig:
+    """The compiler agents (no LLM): each searches how a problem's PyTorch reference is compiled, captured in CUDA
+    graphs and computed (torch.compile modes and Inductor options, precisions), every problem with a reference."""
+
+    agents: int = setting(1, min=0)
+    # On the CPU device too: off by default, torch.compile rarely pays there on the small workloads a CPU runs. Its
+    # candidates are pytorch solutions: none where [fleet] languages leaves pytorch out.
+    cpu: bool = setting(False)
+    trials_per_problem: int = setting(24, min=1)
+    seed: int = setting(0)
+    # Trials (after the first, fixed probes) before the sampler starts using past results.
+    startup_trials: int = setting(4, min=0)
+
+    def agents_in(self, fleet: FleetSection) -> int:
+        """The agents a run of ``fleet`` has: none on the CPU without ``cpu``, none where pytorch is not allowed."""
+        return self.agents if "pytorch" in fleet.languages and (fleet.device != "cpu" or self.cpu) else 0
+
+
+@dataclass(frozen=True)
 class EvaluationConfig:
     # Correctness rounds of fresh inputs per workload.
     rounds: int = setting(5, min=1)
@@ -268,6 +287,7 @@ class FleetConfig:
     budgets: BudgetConfig = field(default_factory=BudgetConfig)
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     tuner: TunerConfig = field(default_factory=TunerConfig)
+    compiler: CompilerAgentConfig = field(default_factory=CompilerAgentConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     review: ReviewConfig = field(default_factory=ReviewConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

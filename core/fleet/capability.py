@@ -129,7 +129,13 @@ def _why_no_agent(origin: str, language: str, config: FleetConfig) -> str:
     else:
         tuner = f"no shipped seed fits {config.fleet.device} and {'/'.join(config.fleet.languages)} (the " \
                 f"reference is the seed, with no tunables)"
-    return f"{tuner}, and no LLM agent ([fleet] llm_agents = 0)"
+    if config.compiler.agents == 0:
+        compiler = "no compiler agent ([compiler] agents = 0)"
+    elif "pytorch" not in config.fleet.languages:
+        compiler = "no compiler agent (its candidates are pytorch, not among [fleet] languages)"
+    else:
+        compiler = "no compiler agent on the cpu ([compiler] cpu = false)"
+    return f"{tuner}, {compiler}, and no LLM agent ([fleet] llm_agents = 0)"
 
 
 def cannot_improve_line(assessed: list[ProblemCapability], config: FleetConfig) -> str | None:
@@ -144,12 +150,32 @@ def cannot_improve_line(assessed: list[ProblemCapability], config: FleetConfig) 
                      "ship a seed with a tunables.json in a problem's solutions/")
     else:
         fixes.append("set [fleet] tuner_agents")
+    if "pytorch" in config.fleet.languages:
+        fixes.append("set [compiler] cpu = true" if device == "cpu" and config.compiler.agents else
+                     "set [compiler] agents")
     fixes.append("set [fleet] llm_agents and an [llm] base_url and model")
     if device == "cpu":
         fixes.append("run on a GPU with --device cuda")
     return (f"nothing in this run can improve: no agent can work on any of the {len(assessed)} problem(s) on the "
             f"{device} ({'; '.join(reasons[:2])}{'; ...' if len(reasons) > 2 else ''}); to change that, "
             + ", or ".join(fixes))
+
+
+def work_line(assessed: list[ProblemCapability], config: FleetConfig) -> str | None:
+    """One line saying what the run's agents will do, and on how many of its problems; None when none can."""
+    working: dict[str, int] = {}
+    for capable in assessed:
+        for name in capable.workers:
+            working[name] = working.get(name, 0) + 1
+    if not working:
+        return None
+    kinds = registered()
+    parts = []
+    for name, problems in working.items():
+        kind = kinds[name]
+        does = f" ({kind.does})" if kind.does else ""
+        parts.append(f"{kind.count(config)} {name} agent(s){does} on {problems} of {len(assessed)} problem(s)")
+    return "this run: " + "; ".join(parts)
 
 
 def improvable_folders(assessed: list[ProblemCapability]) -> list[Path]:

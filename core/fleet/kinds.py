@@ -50,6 +50,7 @@ class AgentKind:
     review: Callable[[FleetConfig], ReviewGate | None] = _no_review  # what decides its candidates before a build
     loops: Callable[[RunContext], tuple[Callable[[], Awaitable[None]], ...]] = _no_loops  # run beside the agents
     close: Callable[[], Awaitable[None]] | None = None  # when the run's work ends, shielded from its cancellation
+    does: str = ""  # what its agents do, in a few words, for the line that opens a run's log
 
 
 _KINDS: dict[str, AgentKind] = {}

@@ -81,14 +81,15 @@ def open_run(run: RunContext, loaded) -> None:
                          kernel_spans=run.config.evaluation.kernel_spans)
     skipped = _add_problems(run, loaded)
     _add_agents(run)
+    # The log opens with what the run will do (or why it can do nothing).
+    assessed = [capability.assess(p, run.config) for p in run.problems.values()]
+    line = capability.cannot_improve_line(assessed, run.config) or capability.work_line(assessed, run.config)
+    if line:
+        run.event("log", line)
     for problem_id, index, why in skipped:
         where = "cpu" if run.device == "cpu" else "GPU"
         run.event("log", f"workload {index} skipped on the {where}: {why}", problem_id=problem_id)
     _mark_unrunnable(run)
-    line = capability.cannot_improve_line([capability.assess(p, run.config) for p in run.problems.values()],
-                                          run.config)
-    if line:
-        run.event("log", line)
     run.profiles.restore(run.store)
     if run.resume:
         drop_stale_stops(run)

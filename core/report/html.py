@@ -24,8 +24,8 @@ from core.report.html_plots import no_sol_reason, over_time_legend, sol_over_tim
 from core.report.html_svg import LegendEntry, empty, legend, problem_series, series_colour
 from core.report.html_tables import not_evaluated_list, problem_anchor, problems_table, summary_table
 from core.report.html_text import esc
-from core.report.metrics import (ProblemDrill, Progress, RunReport, build_report, held_by_line, kernel_time_line,
-                                 problem_drills, speedup_distribution, subset_sols)
+from core.report.metrics import (ProblemDrill, Progress, RunReport, bests_by_kind, build_report, held_by_line,
+                                 kernel_time_line, problem_drills, speedup_distribution, subset_sols)
 from core.store.queries import Queries
 
 __all__ = ["render_html", "render_report_html", "sol_histogram_bins", "sol_histogram_svg", "sol_over_time_svg",
@@ -102,6 +102,15 @@ def _pool_note(report: RunReport) -> str:
     return f"<p class=\"meta\">{' · '.join(esc(line) for line in lines if line)}</p>"
 
 
+def _makers_note(drills: Sequence[ProblemDrill]) -> str:
+    """Who made the problems' bests, by kind: the compiler agents' (the reference compiled, no hand-written kernel)
+    apart from the kernels agents wrote or tuned."""
+    counts = bests_by_kind(drills)
+    if not counts:
+        return ""
+    return f"<p class=\"meta\">Bests made by: {esc(', '.join(f'{kind} {n}' for kind, n in counts))}</p>"
+
+
 def _meta(report: RunReport) -> str:
     run = report.run
     meta = []
@@ -134,7 +143,7 @@ def render_report_html(report: RunReport, title: str = "kernelfleet run",
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1><p class=\"meta\">{esc(_meta(report))}</p>{_NAV}",
         "<h2 id=\"summary\">Fleet: before → after</h2>",
-        summary_table(report.before, report.after, report.device_word), _pool_note(report),
+        summary_table(report.before, report.after, report.device_word), _pool_note(report), _makers_note(drills),
         "<h2 id=\"over-time\">Over time</h2>", _over_time(report, progress, series),
         "<h2 id=\"across\">Across problems</h2>", _across_problems(report, drills, progress, series),
         "<h2 id=\"problems\">Problems</h2>",

@@ -97,11 +97,21 @@ def best_blocks(drill: ProblemDrill, anchor: str) -> str:
             f"{esc(best.language)})</summary>{sources_block(best.solution)}</details>")
 
 
+def _made_by(drill: ProblemDrill) -> str:
+    """" · best by compiler-1: compiler: max-autotune + cudagraphs": who made the best, and how; "" without one."""
+    line = next((line for line in drill.attempts if line.role == "best"), None)
+    if line is None or line.kind == "seed":
+        return ""
+    note = line.row.note.splitlines()[0] if line.row.note else ""
+    return f" · best by {line.agent}" + (f": {note}" if note else "")
+
+
 def drill_section(index: int, drill: ProblemDrill) -> str:
     p = drill.summary
     anchor = problem_anchor(index)
     facts = (f"{p.status} · {p.attempts} attempts · best {fmt_x(p.best_speedup)}, SOL {fmt_num(p.best_sol)} · "
-             f"seed {fmt_x(p.seed_speedup)}, SOL {fmt_num(p.seed_sol)} · re-verified {verified_label(p)}")
+             f"seed {fmt_x(p.seed_speedup)}, SOL {fmt_num(p.seed_sol)} · re-verified {verified_label(p)}"
+             + _made_by(drill))
     links = (f"<p class=\"links\"><a href=\"#{anchor}-attempts\">attempts</a> · <a href=\"#{anchor}-best-diff\">"
              f"the best's diff against the seed</a> · <a href=\"#{anchor}-best-sources\">the best's sources</a> · "
              "<a href=\"#problems\">back to the problems</a></p>")

@@ -330,6 +330,7 @@ class AttemptLine:
     agent: str  # the agent's name; "seed" for a seed, "composite" for one the run assembled from frontier members
     model: str  # the model profile it was made with, else its agent's model ("" for seeds and composites)
     role: str  # "seed", "best" or ""
+    kind: str = ""  # its agent's kind ("compiler", "tuner", "llm", ...), else "seed" or "composite"
 
     @property
     def status(self) -> str:
@@ -368,11 +369,23 @@ class ProblemDrill:
 def attempt_line(row: AttemptRow, agents: dict[int, AgentRow], problem: ProblemRow) -> AttemptLine:
     agent = agents.get(row.agent_id) if row.agent_id is not None else None
     if agent is not None:
-        name, model = agent.name, row.profile or agent.model
+        name, model, kind = agent.name, row.profile or agent.model, agent.kind
     else:
         name, model = ("composite" if row.composite else "seed"), ""
+        kind = name
     role = "best" if row.id == problem.best_attempt_id else "seed" if row.id == problem.seed_attempt_id else ""
-    return AttemptLine(row, name, model, role)
+    return AttemptLine(row, name, model, role, kind)
+
+
+def bests_by_kind(drills: Sequence[ProblemDrill]) -> list[tuple[str, int]]:
+    """How many problems' bests each kind of maker holds (compiler agents' apart from hand-written kernels), most
+    first."""
+    counts: dict[str, int] = {}
+    for drill in drills:
+        line = next((line for line in drill.attempts if line.role == "best"), None)
+        if line is not None:
+            counts[line.kind] = counts.get(line.kind, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def problem_drills(reader: Queries) -> list[ProblemDrill]:

@@ -170,7 +170,7 @@ def test_config_is_frozen():
     # Unknown names, with the closest valid one.
     ("[lm]\nmodel = 'x'\n", "fleet.toml: lm: unknown section, did you mean 'llm'?"),
     ("[xyz]\n", "fleet.toml: xyz: unknown section; valid sections: llm, fleet, gpus, budgets, planner, tuner, "
-                "evaluation, review, cluster"),
+                "compiler, evaluation, review, cluster"),
     ("[planner]\nmode = 'llm'\nllm_profile = 'cheap'\n",
      "fleet.toml: planner.llm_profile: no model profile 'cheap'; profiles: none ([llm.profiles.NAME] tables)"),
     ("[review]\nenabled = true\nprofile = 'cheap'\n",
@@ -204,7 +204,8 @@ def test_config_is_frozen():
     ("[planner]\nweight_failures = -1\n", "fleet.toml: planner.weight_failures: must be a number >= 0, got -1"),
     ("[gpus]\nids = [0, -1]\n", "fleet.toml: gpus.ids[1]: must be an integer >= 0, got -1"),
     ("[gpus]\nids = [0, 1, 0]\n", "fleet.toml: gpus.ids: 0 is listed twice"),
-    ("[fleet]\ntuner_agents = 0\n", "fleet.toml: fleet: tuner_agents + llm_agents must be >= 1, got 0 + 0"),
+    ("[fleet]\ntuner_agents = 0\n[compiler]\nagents = 0\n",
+     "fleet.toml: fleet: tuner_agents + llm_agents + [compiler] agents must be >= 1, got 0 + 0 + 0"),
     # Bad enums.
     ("[llm]\ntool_calling = 'json'\n",
      "fleet.toml: llm.tool_calling: must be one of 'auto', 'tools', 'text', got 'json'"),
@@ -270,7 +271,8 @@ def test_config_to_dict_round_trips_through_json(cfg):
     data = config_to_dict(cfg)
     text = json.dumps(data)
     assert parse_config(json.loads(text)) == cfg
-    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "evaluation", "review", "cluster"}
+    assert set(data) == {"llm", "fleet", "gpus", "budgets", "planner", "tuner", "compiler", "evaluation", "review",
+                         "cluster"}
 
 
 def test_config_to_dict_holds_plain_values():

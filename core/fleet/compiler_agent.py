@@ -13,10 +13,9 @@ as for any attempts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import importlib.util
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 

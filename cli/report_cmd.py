@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.text import Text
 
 from core.report.figures import busy_sample, subset_figures
-from core.report.metrics import (FleetSummary, ProblemSummary, RunReport, build_report, comparison_rows,
-                                 held_by_line, kernel_time_line, llm_usage_line, report_to_dict, verified_label)
+from core.report.metrics import (FleetSummary, ProblemSummary, RunReport, bests_by_line, build_report,
+                                 comparison_rows, held_by_line, kernel_time_line, llm_usage_line, report_to_dict,
+                                 verified_label)
 from core.report.verification import not_yet_verified, not_yet_verified_line
 from core.store import RunReader
 from core.store.lock import holder
@@ -303,8 +304,10 @@ def device_lines(devices) -> list[Para]:
 def print_report(out: Console, report: RunReport) -> None:
     for line in problem_lines(report.problems, out.width):
         out.print(line, soft_wrap=True)
+    extra = (llm_usage_line(report.llm), bests_by_line(report.problems))
     for para in (summary_lines(report.before, report.after, report.metrics, report.device_word)
-                 + [Para(f"  {line}") for line in (llm_usage_line(report.llm),) if line] + subset_lines(report.problems) + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)
+                 + [Para(f"  {line}") for line in extra if line] + subset_lines(report.problems)
+                 + device_lines(report.devices) + not_evaluated_lines(report.not_evaluated)
                  + state_moved_lines(report.state_moved)):
         for line in para.wrapped(out.width):
             out.print(line, markup=False, soft_wrap=True)

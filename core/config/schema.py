@@ -220,12 +220,19 @@ class TunerConfig:
     startup_trials: int = setting(8, min=0)
 
 
+COMPILER_SCOPES = ("unseeded", "all")
+
+
 @dataclass(frozen=True)
 class CompilerAgentConfig:
     """The compiler agents (no LLM): each searches how a problem's PyTorch reference is compiled, captured in CUDA
     graphs and computed (torch.compile modes and Inductor options, precisions), every problem with a reference."""
 
     agents: int = setting(1, min=0)
+    # "unseeded": only problems that start from their PyTorch reference (no shipped seed kernel for the run: every
+    # SOL-ExecBench problem), so a run over problems with seed kernels is the same run as without it; "all": every
+    # problem.
+    problems: str = setting("unseeded", choices=COMPILER_SCOPES)
     # On the CPU device too: off by default, torch.compile rarely pays there on the small workloads a CPU runs. Its
     # candidates are pytorch solutions: none where [fleet] languages leaves pytorch out.
     cpu: bool = setting(False)

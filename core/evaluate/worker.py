@@ -271,7 +271,10 @@ class CandidateHarness:
             began = time.perf_counter()
             inputs = make_inputs(self.problem, workload, self.device, seed)
             outputs = self._allocate_outputs(workload) if self.dps else None
+            called = time.perf_counter()
             failure, produced = self._call_checked(inputs, outputs)
+            if "first_call" not in phases:  # where a solution compiles or captures for this shape (torch.compile)
+                phases["first_call"] = time.perf_counter() - called
             phases["rounds"] += time.perf_counter() - began
             if failure:
                 return failure

@@ -118,9 +118,11 @@ class Agent(Protocol):
 
     async def work(self, bench: Workbench) -> WorkOutcome: ...
 
-    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> bool:
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = (),
+                    seed: AttemptRow | None = None) -> bool:
         """Whether this kind of agent has anything to do on a problem whose best attempt is ``best`` (``members``:
-        a composite best's member attempts, which carry the code it is made of)."""
+        a composite best's member attempts, which carry the code it is made of; ``seed``: the problem's seed
+        attempt, when known)."""
         ...
 
 

@@ -116,7 +116,7 @@ def assess(problem: Problem, config: FleetConfig) -> ProblemCapability:
     seed_row = AttemptRow(0, 0, None, None, "done", 0.0, 0.0, language, solution_to_dict(seed), "", {}, "seed", None,
                           None, None, "PASSED", "")
     workers = tuple(kind.name for kind in registered().values()
-                    if kind.count(config) > 0 and kind.make(config).can_work_on(seed_row))
+                    if kind.count(config) > 0 and kind.make(config).can_work_on(seed_row, (), seed_row))
     why = "" if workers else _why_no_agent(origin, language, config)
     return ProblemCapability(problem, origin, language, workers, why, skipped)
 
@@ -133,8 +133,11 @@ def _why_no_agent(origin: str, language: str, config: FleetConfig) -> str:
         compiler = "no compiler agent ([compiler] agents = 0)"
     elif "pytorch" not in config.fleet.languages:
         compiler = "no compiler agent (its candidates are pytorch, not among [fleet] languages)"
-    else:
+    elif config.fleet.device == "cpu" and not config.compiler.cpu:
         compiler = "no compiler agent on the cpu ([compiler] cpu = false)"
+    else:
+        compiler = f"the compiler agent leaves problems with a seed kernel alone ([compiler] problems = " \
+                   f"\"{config.compiler.problems}\")"
     return f"{tuner}, {compiler}, and no LLM agent ([fleet] llm_agents = 0)"
 
 
@@ -151,8 +154,12 @@ def cannot_improve_line(assessed: list[ProblemCapability], config: FleetConfig) 
     else:
         fixes.append("set [fleet] tuner_agents")
     if "pytorch" in config.fleet.languages:
-        fixes.append("set [compiler] cpu = true" if device == "cpu" and config.compiler.agents else
-                     "set [compiler] agents")
+        if not config.compiler.agents:
+            fixes.append("set [compiler] agents")
+        elif device == "cpu" and not config.compiler.cpu:
+            fixes.append("set [compiler] cpu = true")
+        elif config.compiler.problems != "all":
+            fixes.append("set [compiler] problems = \"all\"")
     fixes.append("set [fleet] llm_agents and an [llm] base_url and model")
     if device == "cpu":
         fixes.append("run on a GPU with --device cuda")

@@ -28,6 +28,7 @@ from core.config.schema import CompilerAgentConfig
 from core.fleet.agent import WorkOutcome, Workbench
 from core.fleet.tuner import ParsedCode, TrialHistory, TrialStudy
 from core.problem.schema import Problem
+from core.solution.from_reference import is_reference
 from core.store.model import AttemptRow
 
 FAMILY = "compiler"  # every compiler trial of a problem is of one family: the reference under a configuration
@@ -79,10 +80,12 @@ class CompilerAgent:
         self.settings = settings
         self._history: CompilerTrials | None = None  # of the problem of the last turn, kept for the next on it
 
-    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> bool:
-        """Every problem: its reference is what the agent compiles, whatever the best is (or without one, as when
-        T_b could not be trusted and no speedup counts)."""
-        return True
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = (),
+                    seed: AttemptRow | None = None) -> bool:
+        """Whatever the best is (or without one, as when T_b could not be trusted and no speedup counts): the
+        reference is what the agent compiles. With ``problems = "unseeded"``, only where the seed is that reference
+        (a seed not known: assumed so)."""
+        return self.settings.problems == "all" or seed is None or is_reference(seed.solution)
 
     def _history_of(self, bench: Workbench, space: dict[str, tuple]) -> CompilerTrials:
         history = self._history

@@ -26,7 +26,7 @@ class Planning:
     def __init__(self, run: RunContext, reverify: SettledReverify):
         self.run = run
         self.reverify = reverify
-        self._can_work: dict[tuple[str, int | None], bool] = {}  # (kind, best attempt id) -> can_work_on
+        self._can_work: dict[tuple[str, int, int | None], bool] = {}  # (kind, problem, best attempt) -> can_work_on
         self._judges: dict[str, Any] = {}  # kind -> the agent asked can_work_on
 
     async def loop(self) -> None:
@@ -94,13 +94,14 @@ class Planning:
                 judge = self._judges[kind.name] = kind.make(run.config)
             able = set()
             for pid in run.ready:
-                best_id = rows[pid].best_attempt_id
-                if (kind.name, best_id) not in self._can_work:
+                best_id, seed_id = rows[pid].best_attempt_id, rows[pid].seed_attempt_id
+                if (kind.name, pid, best_id) not in self._can_work:
                     best = run.store.attempt(best_id) if best_id is not None else None
                     members = [run.store.attempt(i) for i in best.parents] if best is not None and best.composite \
                         else []
-                    self._can_work[kind.name, best_id] = judge.can_work_on(best, members)
-                if self._can_work[kind.name, best_id]:
+                    seed = run.store.attempt(seed_id) if seed_id is not None else None
+                    self._can_work[kind.name, pid, best_id] = judge.can_work_on(best, members, seed)
+                if self._can_work[kind.name, pid, best_id]:
                     able.add(pid)
             for name in lanes[kind.name]:
                 eligible[name] = {pid for pid in able if (name, pid, rows[pid].best_attempt_id) not in run.exhausted}

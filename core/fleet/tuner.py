@@ -210,7 +210,7 @@ class TunerAgent:
         self._history: TrialHistory | None = None  # of the problem of the last turn, kept for the next on it
 
     def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = (),
-                    history: list[AttemptRow] | None = None) -> bool:
+                    seed: AttemptRow | None = None, history: list[AttemptRow] | None = None) -> bool:
         base = tuning_base(best, members)
         space = tunable_space(base)
         if space is None:

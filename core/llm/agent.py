@@ -74,7 +74,8 @@ class LlmAgent:
         # Per model (endpoint and name): its token count of the last request it answered (core.llm.context).
         self._meters: dict[tuple[str, str], TokenMeter] = {}
 
-    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = ()) -> bool:
+    def can_work_on(self, best: AttemptRow | None, members: Sequence[AttemptRow] = (),
+                    seed: AttemptRow | None = None) -> bool:
         return True
 
     @property

@@ -24,7 +24,7 @@ from core.report.html_plots import no_sol_reason, over_time_legend, sol_over_tim
 from core.report.html_svg import LegendEntry, empty, legend, problem_series, series_colour
 from core.report.html_tables import not_evaluated_list, problem_anchor, problems_table, summary_table
 from core.report.html_text import esc
-from core.report.metrics import (ProblemDrill, Progress, RunReport, bests_by_kind, build_report, held_by_line,
+from core.report.metrics import (ProblemDrill, Progress, RunReport, bests_by_line, build_report, held_by_line,
                                  kernel_time_line, problem_drills, speedup_distribution, subset_sols)
 from core.store.queries import Queries
 
@@ -102,13 +102,11 @@ def _pool_note(report: RunReport) -> str:
     return f"<p class=\"meta\">{' · '.join(esc(line) for line in lines if line)}</p>"
 
 
-def _makers_note(drills: Sequence[ProblemDrill]) -> str:
+def _makers_note(report: RunReport) -> str:
     """Who made the problems' bests, by kind: the compiler agents' (the reference compiled, no hand-written kernel)
     apart from the kernels agents wrote or tuned."""
-    counts = bests_by_kind(drills)
-    if not counts:
-        return ""
-    return f"<p class=\"meta\">Bests made by: {esc(', '.join(f'{kind} {n}' for kind, n in counts))}</p>"
+    line = bests_by_line(report.problems)
+    return f"<p class=\"meta\">{esc(line[0].upper() + line[1:])}</p>" if line else ""
 
 
 def _meta(report: RunReport) -> str:
@@ -143,7 +141,7 @@ def render_report_html(report: RunReport, title: str = "kernelfleet run",
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1><p class=\"meta\">{esc(_meta(report))}</p>{_NAV}",
         "<h2 id=\"summary\">Fleet: before → after</h2>",
-        summary_table(report.before, report.after, report.device_word), _pool_note(report), _makers_note(drills),
+        summary_table(report.before, report.after, report.device_word), _pool_note(report), _makers_note(report),
         "<h2 id=\"over-time\">Over time</h2>", _over_time(report, progress, series),
         "<h2 id=\"across\">Across problems</h2>", _across_problems(report, drills, progress, series),
         "<h2 id=\"problems\">Problems</h2>",

@@ -8,7 +8,7 @@ from core.report.html_params import value_text
 from core.report.html_sources import diff_block, sources_block, sources_diff
 from core.report.html_tables import header, num_cell, problem_anchor
 from core.report.html_text import clip, esc, fmt_ms, fmt_num, fmt_x
-from core.report.metrics import AttemptLine, ProblemDrill, verified_label
+from core.report.metrics import AttemptLine, ProblemDrill, first_calls_s, verified_label
 from core.store.model import AttemptRow
 
 
@@ -103,7 +103,9 @@ def _made_by(drill: ProblemDrill) -> str:
     if line is None or line.kind == "seed":
         return ""
     note = line.row.note.splitlines()[0] if line.row.note else ""
-    return f" · best by {line.agent}" + (f": {note}" if note else "")
+    compiled = first_calls_s(line.row.verdict) if line.kind == "compiler" else None
+    return f" · best by {line.agent}" + (f": {note}" if note else "") + \
+        (f" (compiling: {compiled:.1f} s of first calls)" if compiled is not None else "")
 
 
 def drill_section(index: int, drill: ProblemDrill) -> str:

@@ -30,6 +30,7 @@ class ProblemSummary:
     seed_sol: float | None
     # The best's re-verification with upstream's 10 rounds (core.fleet.verify): "" not re-verified, else its outcome
     best_verified: str = ""
+    best_by: str = ""  # the kind of its maker (``maker_kind``); "" without a best
 
 
 @dataclass(frozen=True)
@@ -133,17 +134,53 @@ def progress_over_time(attempts: Sequence[AttemptRow], keys: dict[int, str]) -> 
     return Progress(changes, fleet, passing, with_sol)
 
 
-def problem_summary(row: ProblemRow, best_verified: str = "") -> ProblemSummary:
+def problem_summary(row: ProblemRow, best: AttemptRow | None, agents: dict[int, AgentRow]) -> ProblemSummary:
     return ProblemSummary(row.key, row.name, row.subset, row.status, row.attempts, row.best_speedup, row.best_sol,
-                          row.seed_speedup, row.seed_sol, best_verified)
+                          row.seed_speedup, row.seed_sol, best.verified if best is not None else "",
+                          maker_kind(best, agents) if best is not None else "")
 
 
 def problem_summaries(reader: Queries) -> list[ProblemSummary]:
     summaries = []
+    agents = {a.id: a for a in reader.agents()}
     for row in reader.problems():
         best = reader.attempt(row.best_attempt_id) if row.best_attempt_id is not None else None
-        summaries.append(problem_summary(row, best.verified if best is not None else ""))
+        summaries.append(problem_summary(row, best, agents))
     return summaries
+
+
+def maker_kind(row: AttemptRow, agents: dict[int, AgentRow]) -> str:
+    """Who made an attempt: its agent's kind ("tuner", "compiler", "llm", ...), else "composite" (assembled by the
+    run from frontier members) or "seed"."""
+    agent = agents.get(row.agent_id) if row.agent_id is not None else None
+    return agent.kind if agent is not None else "composite" if row.composite else "seed"
+
+
+def first_calls_s(verdict: dict[str, Any] | None) -> float | None:
+    """The seconds of each workload's first call, summed (the worker's "first_call" phase): where a compiled
+    solution compiles, autotunes and captures for each shape, so a compiler candidate's build time. None when the
+    verdict has none."""
+    workloads = (verdict or {}).get("workloads") or ()
+    found = [w["phase_s"]["run.first_call"] for w in workloads if isinstance(w, dict)
+             and isinstance(w.get("phase_s"), dict) and isinstance(w["phase_s"].get("run.first_call"), (int, float))]
+    return float(sum(found)) if found else None
+
+
+def bests_by_kind(problems: Sequence[ProblemSummary]) -> list[tuple[str, int]]:
+    """How many problems' bests each kind of maker holds (the compiler agents' apart from the kernels agents wrote
+    or tuned), most first."""
+    counts: dict[str, int] = {}
+    for problem in problems:
+        if problem.best_by:
+            counts[problem.best_by] = counts.get(problem.best_by, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def bests_by_line(problems: Sequence[ProblemSummary]) -> str:
+    """"bests by: compiler 12, tuner 3, seed 5" ("" without a best): the compiler's bests are the reference
+    compiled, no hand-written kernel."""
+    counts = bests_by_kind(problems)
+    return "bests by: " + ", ".join(f"{kind} {n}" for kind, n in counts) if counts else ""
 
 
 def verified_label(p: ProblemSummary) -> str:
@@ -368,24 +405,10 @@ class ProblemDrill:
 
 def attempt_line(row: AttemptRow, agents: dict[int, AgentRow], problem: ProblemRow) -> AttemptLine:
     agent = agents.get(row.agent_id) if row.agent_id is not None else None
-    if agent is not None:
-        name, model, kind = agent.name, row.profile or agent.model, agent.kind
-    else:
-        name, model = ("composite" if row.composite else "seed"), ""
-        kind = name
+    kind = maker_kind(row, agents)
+    name, model = (agent.name, row.profile or agent.model) if agent is not None else (kind, "")
     role = "best" if row.id == problem.best_attempt_id else "seed" if row.id == problem.seed_attempt_id else ""
     return AttemptLine(row, name, model, role, kind)
-
-
-def bests_by_kind(drills: Sequence[ProblemDrill]) -> list[tuple[str, int]]:
-    """How many problems' bests each kind of maker holds (compiler agents' apart from hand-written kernels), most
-    first."""
-    counts: dict[str, int] = {}
-    for drill in drills:
-        line = next((line for line in drill.attempts if line.role == "best"), None)
-        if line is not None:
-            counts[line.kind] = counts.get(line.kind, 0) + 1
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def problem_drills(reader: Queries) -> list[ProblemDrill]:
@@ -399,7 +422,7 @@ def problem_drills(reader: Queries) -> list[ProblemDrill]:
         rows = by_problem.get(problem.id, [])
         by_id = {r.id: r for r in rows}
         best = by_id.get(problem.best_attempt_id) if problem.best_attempt_id is not None else None
-        drills.append(ProblemDrill(problem_summary(problem, best.verified if best is not None else ""), problem,
+        drills.append(ProblemDrill(problem_summary(problem, best, agents), problem,
                                    tuple(attempt_line(r, agents, problem) for r in rows),
                                    by_id.get(problem.seed_attempt_id) if problem.seed_attempt_id is not None
                                    else None, best))

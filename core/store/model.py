@@ -113,7 +113,7 @@ class ProblemRow:
 class AgentRow:
     id: int
     name: str
-    kind: str  # tuner | llm
+    kind: str  # a registered agent kind: tuner, compiler, llm, ...
     model: str
     state: str  # idle | working | paused | backoff | stopped
     problem_id: int | None

@@ -22,7 +22,7 @@ class ReplayAgent:
     def __init__(self, solution: dict):
         self.solution = parse_solution(solution, "the replayed solution")
 
-    def can_work_on(self, best: AttemptRow | None, members=()) -> bool:
+    def can_work_on(self, best: AttemptRow | None, members=(), seed=None) -> bool:
         return best is not None  # after the seed, like the tuner
 
     async def work(self, bench: Workbench) -> WorkOutcome:

@@ -105,7 +105,8 @@ def test_summary_after(run_dir):
         problems, fleet = summarize(reader)
     assert [p.key for p in problems] == list(PLAN)
     assert problems[0] == ProblemSummary("norm/001_rmsnorm_llama3_1_8b", "001_rmsnorm_llama3_1_8b", "norm",
-                                         "active", 3, 4.0, 0.8, 2.0, 0.6, "passed: 10 rounds of fresh inputs")
+                                         "active", 3, 4.0, 0.8, 2.0, 0.6, "passed: 10 rounds of fresh inputs",
+                                         "tuner")
     assert problems[3] == ProblemSummary(ODD, "odd<name>&co", "misc", "failed", 1, None, None, None, None)
     assert fleet == FleetSummary(
         problems=4, with_result=3, geomean_speedup=pytest.approx(2.0, rel=1e-12), beating_baseline=2,
@@ -345,6 +346,7 @@ def test_report_cli_prints_the_table_and_the_before_after_summary(run_dir):
     assert lines["mean SOL"].endswith("0.45 → 0.63")
     assert lines["problems with a result"].endswith("3/4 → 3/4")
     assert "10 attempts, 460 tokens, $1.1" in out and "14.0 GPU seconds" in out
+    assert "  bests by: tuner 3" in out.splitlines()  # the odd problem has none
     # The latest sample that has a busy fraction (the last one has none yet).
     assert "GPU busy while work waited: 88%, mean queue wait 1.2 s" in out
 

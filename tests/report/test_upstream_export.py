@@ -294,7 +294,6 @@ for args, grid in (((OnTheGpu(), np.int32(3), np.float32(0.5), np.int64(7)), (2,
 '''
 
 
-@pytest.mark.slow
 def test_the_composite_extension_compiles_links_and_hosts_its_launcher(exported, tmp_path):
     if shutil.which("nvcc") is None or shutil.which("g++") is None or _cuda_home() is None:
         pytest.skip("needs nvcc, g++ and the CUDA headers")

@@ -100,7 +100,6 @@ def test_seed_builds_for_sm90a(problem_dir, built_seeds):
 
 
 @needs_nvcc
-@pytest.mark.slow
 def test_every_tunable_option_builds(tmp_path):
     """Each tunable option, the others at their chosen values, builds cleanly (options are valid everywhere)."""
     configs = []

@@ -180,7 +180,6 @@ def test_torch_extension_is_cached_on_disk(tmp_path):
     assert not [p for p in cache.iterdir() if ".tmp-" in p.name]  # the build folder was renamed into place
 
 
-@pytest.mark.slow
 @needs_cpp_toolchain
 def test_torch_extension_compile_error_is_data(tmp_path):
     prepared = run_async(prepare, scale_solution(SCALE_CPP.replace("x * SCALE", "x * NOT_DECLARED")),

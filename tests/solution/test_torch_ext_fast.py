@@ -4,7 +4,6 @@ import importlib.util
 import time
 from pathlib import Path
 
-import pytest
 from solution_helpers import make_solution, needs_cpp_toolchain, run_async
 
 from core.solution.torch_ext import build_extension
@@ -137,7 +136,6 @@ def test_object_key_depends_on_the_module_name_only_where_it_is_named():
 # ---------------------------------------------------------------- builds
 
 
-@pytest.mark.slow
 @needs_cpp_toolchain
 def test_build_imports_and_reuses_an_unchanged_unit_and_a_changed_header_invalidates_both(tmp_path):
     first = build(tmp_path, two_unit_solution())
@@ -191,7 +189,6 @@ def test_only_top_level_units_are_compiled_as_upstream_builds_them(tmp_path):
     assert load(built).run(1.5) == 15.0  # SCALE defaults to 1 without tunables
 
 
-@pytest.mark.slow
 @needs_cpp_toolchain
 def test_precompiled_header_is_used_and_a_broken_one_falls_back(tmp_path):
     first = build(tmp_path, two_unit_solution())  # pybind11/pybind11.h's PCH, built after it by a process of its own
@@ -219,7 +216,6 @@ def test_precompiled_header_is_used_and_a_broken_one_falls_back(tmp_path):
     assert load(fallback).run(1.5) == 30.0
 
 
-@pytest.mark.slow
 @needs_cpp_toolchain
 def test_compile_error_is_data_with_a_summary(tmp_path):
     broken = build(tmp_path, two_unit_solution(math=MATH_CPP.replace("x * SCALE", "x * NOT_DECLARED")))

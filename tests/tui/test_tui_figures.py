@@ -1,13 +1,15 @@
 """One formula per figure: on a store where the old formulas disagreed, the TUI's header and detail, the report and
 ``core.report.figures`` show the same numbers, and a CPU run's figures say CPU."""
 
+import dataclasses
+
 import pytest
 
 from cli.report_cmd import summary_lines
 from core.report import build_report
 from core.report.figures import busy_fraction, problem_figures
 from core.store import RunReader, RunStore
-from tui.detail.model import problem_summary_line, workload_rows
+from tui.detail.model import made_by, problem_summary_line, workload_rows
 from tui.fleet.histogram import histogram_text
 from tui.fleet.model import header_lines
 from tui.formatting import fmt_sol, fmt_x
@@ -100,3 +102,16 @@ def test_a_cpu_runs_detail_speaks_of_cpu_seconds_and_scores_each_workload_once(c
     assert [r[5:] for r in workload_rows(fast, best_fast)] == [("4.00x", fmt_sol(6 / 7))] * 2
     # workload 0 has T_b but no T_sol: a speedup, no SOL; workload 1 has no T_b: neither
     assert [r[5:] for r in workload_rows(no_t_sol, best_no_t_sol)] == [("2.00x", "—"), ("—", "—")]
+
+
+def test_the_detail_says_who_made_the_best_and_how(cpu_run):
+    with RunReader(cpu_run) as reader:
+        snapshot = Poller(reader, "run", lambda: NOW).poll()[0]
+        fast = {p.key: p for p in reader.problems()}["t/fast"]
+        best = reader.attempt(fast.best_attempt_id)
+    compiled = dataclasses.replace(best, agent_id=7,  # an agent the snapshot has no name for yet
+                                   note="compiler: max-autotune + cudagraphs, fullgraph\nwhy: the search")
+    line = problem_summary_line(fast, snapshot, compiled)
+    assert "best 4.00x SOL 0.80 by #7 (compiler: max-autotune + cudagraphs, fullgraph) (seed" in line, line
+    assert made_by(dataclasses.replace(compiled, agent_id=None), snapshot) == ""  # a seed or a composite
+    assert made_by(None, snapshot) == ""

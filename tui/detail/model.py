@@ -36,15 +36,24 @@ def attempt_cells(a: AttemptRow, s: Snapshot) -> tuple[str, ...]:
             note.splitlines()[0][:60] if note else "")
 
 
-def problem_summary_line(p: ProblemRow, s: Snapshot) -> str:
+def problem_summary_line(p: ProblemRow, s: Snapshot, best: AttemptRow | None = None) -> str:
     names = [a.name for a in s.agents_on(p.id)]
     agents = f"agent{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "no agent"
     flags = " ".join(f for f, on in (("paused", p.paused), ("pinned", p.pinned)) if on)
     device = device_word(s.run)  # the seconds its attempts held the run's devices
     return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · {agents}\n"
-            f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)} (seed {fmt_x(p.seed_speedup)} SOL "
-            f"{fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "
+            f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)}{made_by(best, s)} "
+            f"(seed {fmt_x(p.seed_speedup)} SOL {fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "
             f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} {device} s" + state_moved_line(p))
+
+
+def made_by(best: AttemptRow | None, s: Snapshot) -> str:
+    """" by compiler-1 (compiler: max-autotune + cudagraphs)": which agent made the best and how, as its note's
+    first line says; "" for a seed, a composite, or a best not read yet."""
+    if best is None or best.agent_id is None:
+        return ""
+    note = best.note.splitlines()[0][:48] if best.note else ""
+    return f" by {s.agent_name(best.agent_id)}" + (f" ({note})" if note else "")
 
 
 def state_moved_line(p: ProblemRow) -> str:

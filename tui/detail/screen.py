@@ -109,10 +109,6 @@ class DetailScreen(Screen):
         problem = snapshot.problem(self.key)
         if problem is None:
             return
-        summary = problem_summary_line(problem, snapshot)
-        if summary != self._summary:
-            self._summary = summary
-            self.query_one("#summary", Static).update(summary)
         if delta is not None:
             self._add_attempts(snapshot, [a for a in delta.attempts if a.problem_id == self.problem_id])
             events = [e for e in delta.events if e.problem_id == self.problem_id]
@@ -122,6 +118,10 @@ class DetailScreen(Screen):
             best = self.app.read(lambda r: r.attempt(problem.best_attempt_id))
             if best is not None:
                 self.attempts[best.id] = best
+        summary = problem_summary_line(problem, snapshot, best)
+        if summary != self._summary:
+            self._summary = summary
+            self.query_one("#summary", Static).update(summary)
         rows = workload_rows(problem, best)
         if rows != self._workloads:
             self._workloads = rows

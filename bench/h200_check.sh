@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The evaluator's GPU checks, in parts that fit one device call each; results go to $OUT (default ./h200-out).
-#   bench/h200_check.sh tests|refs|readme|default|upstream|evalcli|evalbench|seeds|fleet|llm|team|scale [paths...]
+#   bench/h200_check.sh tests|refs|readme|default|upstream|evalcli|evalbench|seeds|fleet|llm|team|scale|compiler
+#     [paths...]
 # Parts may run side by side on a machine of several GPUs, each given its own GPU with CUDA_VISIBLE_DEVICES and
 # its own OUT.
 # Run from the repository root on a GPU machine with torch, cupy and nvcc; the shared SOL-ExecBench copy is found
@@ -166,5 +167,17 @@ EOF
     timeout -k 30 -s INT "${LIMIT:-480}" python3 bench/scale_235.py "$1" --out "$OUT/scale" --wall-s "${WALL:-300}" \
       ${CACHE_IN:+--cache-in "$CACHE_IN"} --cache-out "$OUT/measurements.kfm" > "$OUT/scale.txt" 2>&1
     tail -25 "$OUT/scale.txt" ;;
+  compiler)
+    # The compiler agent alone over the fixed sample of bench/compiler_sample.txt (10 SOL-ExecBench problems a
+    # subset), run as a user runs it with --wall-s WALL (default 1500) and AGENTS compiler agents (default 1), then
+    # NVIDIA's CLI on the exports of the bests for up to UPSTREAM_S s (default 900): the figures of issue 38
+    # (bench/compiler_sample.md). The run stays in $OUT/compiler/run: NO_RUN=1 reads it again and checks the exports
+    # left unchecked. solx: the CLI's own packages; upstream's sources carried in .upstream/src.
+    solx
+    [ $# -gt 0 ] || set -- "$KERNELFLEET_SOL_EXECBENCH/benchmark"
+    SOL_EXECBENCH_SRC=${SOL_EXECBENCH_SRC:-$PWD/.upstream/src} timeout -k 30 -s INT "${LIMIT:-2700}" \
+      python3 bench/compiler_sample.py "$1" --out "$OUT/compiler" --wall-s "${WALL:-1500}" --agents "${AGENTS:-1}" \
+      --upstream-s "${UPSTREAM_S:-900}" ${NO_RUN:+--no-run} >> "$OUT/compiler.txt" 2>&1
+    tail -25 "$OUT/compiler.txt" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -169,15 +169,15 @@ EOF
     tail -25 "$OUT/scale.txt" ;;
   compiler)
     # The compiler agent alone over the fixed sample of bench/compiler_sample.txt (10 SOL-ExecBench problems a
-    # subset), run as a user runs it with --wall-s WALL (default 1500) and AGENTS compiler agents (default 1), then
-    # NVIDIA's CLI on the exports of the bests for up to UPSTREAM_S s (default 900): the figures of issue 38
+    # subset), run as a user runs it with --wall-s WALL (default 380) and AGENTS compiler agents (default 4), then
+    # NVIDIA's CLI on the exports of the bests for up to UPSTREAM_S s (default 120): the figures of issue 38
     # (bench/compiler_sample.md). The run stays in $OUT/compiler/run: NO_RUN=1 reads it again and checks the exports
     # left unchecked. solx: the CLI's own packages; upstream's sources carried in .upstream/src.
     solx
     [ $# -gt 0 ] || set -- "$KERNELFLEET_SOL_EXECBENCH/benchmark"
-    SOL_EXECBENCH_SRC=${SOL_EXECBENCH_SRC:-$PWD/.upstream/src} timeout -k 30 -s INT "${LIMIT:-2700}" \
-      python3 bench/compiler_sample.py "$1" --out "$OUT/compiler" --wall-s "${WALL:-1500}" --agents "${AGENTS:-1}" \
-      --upstream-s "${UPSTREAM_S:-900}" ${NO_RUN:+--no-run} >> "$OUT/compiler.txt" 2>&1
+    SOL_EXECBENCH_SRC=${SOL_EXECBENCH_SRC:-$PWD/.upstream/src} timeout -k 20 -s INT "${LIMIT:-560}" \
+      python3 bench/compiler_sample.py "$1" --out "$OUT/compiler" --wall-s "${WALL:-380}" --agents "${AGENTS:-4}" \
+      --upstream-s "${UPSTREAM_S:-120}" ${NO_RUN:+--no-run} >> "$OUT/compiler.txt" 2>&1
     tail -25 "$OUT/compiler.txt" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

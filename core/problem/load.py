@@ -108,10 +108,25 @@ def _problem_dirs_in(root: Path) -> list[Path]:
         raise ProblemPathError(root, "permission denied", errno.EACCES)
     if _is_problem_dir(root):
         return [root]
-    found = sorted(p.parent for p in root.rglob(DEFINITION_FILE))
+    found = _definitions_beneath(root)
     if not found:
         raise ProblemPathError(root, f"{NOT_A_PROBLEM_PATH}: no {DEFINITION_FILE} in it or beneath it")
     return found
+
+
+def _definitions_beneath(root: Path) -> list[Path]:
+    """The folders beneath ``root`` with a definition.json entry, links to folders followed (a folder of links to
+    problems is how a sample of a benchmark is made) and each real folder visited once (a link loop ends)."""
+    found, seen = [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        if DEFINITION_FILE in files or DEFINITION_FILE in dirs:
+            found.append(Path(folder))
+    return sorted(found)
 
 
 def _is_problem_dir(folder: Path) -> bool:

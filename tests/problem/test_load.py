@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from core.problem import AxisKind, InputKind, ProblemInvalid, load_problem
+from core.problem import AxisKind, InputKind, ProblemInvalid, find_problem_dirs, load_problem, load_problems
 
 
 def test_valid_problem_loads_with_resolved_axes(make_problem):
@@ -192,3 +192,15 @@ def test_element_sizes_without_torch_are_torchs():
 
     assert ELEMENT_BYTES.keys() == TORCH_DTYPES.keys()
     assert {name: torch.empty(0, dtype=d).element_size() for name, d in TORCH_DTYPES.items()} == ELEMENT_BYTES
+
+
+def test_a_folder_of_links_to_problems_finds_each_once_and_a_link_loop_ends(make_problem, tmp_path):
+    first, second = make_problem(name="a"), make_problem(name="b", subset="gemm")
+    sample = tmp_path / "sample"
+    (sample / "norm").mkdir(parents=True)
+    (sample / "norm" / "a").symlink_to(first)
+    (sample / "gemm").symlink_to(second.parent)  # a link to a whole subset folder
+    (sample / "norm" / "loop").symlink_to(sample)  # a cycle back to the top
+    found = find_problem_dirs([sample])
+    assert found == [sample / "gemm" / "b", sample / "norm" / "a"]
+    assert [p.definition.name for p in load_problems([sample]).problems] == ["rmsnorm_test"] * 2

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
+import torch
 from fleet_problems import write_config
 from fleet_runner import ROOT
 from rows_problem import write_rows_problem
@@ -24,6 +25,7 @@ from core.config.schema import CompilerAgentConfig
 from core.fleet import capability
 from core.fleet.agent import WorkOutcome
 from core.fleet.checks import static_faults
+from core.fleet.composite import compose
 from core.fleet.compiler_agent import CompilerAgent
 from core.fleet.facts import RunFacts
 from core.fleet.kinds import registered
@@ -33,7 +35,9 @@ from core.report.metrics import ProblemSummary, bests_by_kind, bests_by_line, fi
 from core.solution.from_reference import reference_as_solution
 from core.solution.io import solution_to_dict
 from core.store import RunReader
-from core.store.model import AgentRow, AttemptRow
+from core.solution.loader import load_entry, materialize, unload
+from core.solution.prepare import prepare
+from core.store.model import AgentRow, AttemptRow, FrontierMember
 
 # Several elementwise passes in eager; one fused loop once compiled.
 REFERENCE = '''import torch
@@ -265,3 +269,27 @@ def test_a_run_with_only_the_compiler_agent(tmp_path):
         # Its compile is in its first call of the shape, recorded as such: the candidate's build time.
         compiling, eager = first_calls_s(compiled.verdict), first_calls_s(seed.verdict)
         assert compiling is not None and eager is not None and compiling > 10 * eager, (compiling, eager)
+
+
+def test_compiler_attempts_compose_each_with_its_own_reference(tmp_path):
+    problem = load_problem(write_rows_problem(tmp_path / "cpu" / "p", "p", "pointwise chain", REFERENCE,
+                                              rows=(8, 256)))
+    # Two members whose references differ, so that one member's reference.py loaded for the other would show.
+    plus = {n: REFERENCE.replace("def run(x, w):", f"def run(x, w):\n    return x + {n}\n") for n in (1, 2)}
+    configs = {5: (plus[1], CompilerConfig(mode="eager")), 7: (plus[2], CompilerConfig(mode="eager", precision="bf16"))}
+    solutions = {i: solution_to_dict(compiler_solution("p", *made)) for i, made in configs.items()}
+    frontier = [FrontierMember(5, (0,), (1.0,), 1.0, True), FrontierMember(7, (1,), (1.0,), 1.0, True)]
+    composite = compose(problem, frontier, solutions, fallback_id=7)
+    assert {"attempt_5/main.py", "attempt_5/reference.py", "attempt_7/main.py", "attempt_7/reference.py"} <= \
+        set(composite.paths)
+    prepared = anyio.run(prepare, composite)
+    folder = materialize(prepared, tmp_path / "materialized")
+    entry = load_entry(folder, composite)
+    try:
+        x, w = torch.zeros(8, 64), torch.zeros(64)
+        assert entry(x, w).unique().tolist() == [1.0]  # attempt 5's reference
+        x = torch.zeros(256, 64)
+        out = entry(x, w)
+        assert out.dtype == torch.float32 and out.unique().tolist() == [2.0]  # attempt 7's, computed in bf16
+    finally:
+        unload(folder)

@@ -95,6 +95,12 @@ def _in_low_precision(fn, dtype):
     return call
 '''
 
+# Inductor otherwise keeps a float32 -> bfloat16 -> float32 chain in float32: "bf16" would compute nothing in bf16.
+_ROUNDED_CASTS = '''
+if hasattr(torch._inductor.config, "emulate_precision_casts"):
+    torch._inductor.config.emulate_precision_casts = True  # each cast rounds, as in eager
+'''
+
 _FLAGS = '''
 
 def _with_flags(fn, flags):
@@ -187,6 +193,8 @@ def main_source(config: CompilerConfig) -> str:
         parts.append(_COMPILE_SETUP)
     if config.precision in LOW_PRECISIONS:
         parts.append(_LOW_PRECISION)
+        if config.compiled:
+            parts.append(_ROUNDED_CASTS)
     if config.precision in _FLAG_SETS:
         parts.append(_FLAGS)
     if config.graph_capture or config.inductor_cudagraphs:

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -82,8 +83,10 @@ def run_fleet(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=err)
         return 2
     notes: list[str] = []
+    probed: list = []  # the probe's model calls (core.llm.probe.ProbeCall), recorded once the run's store is open
     try:
-        failure = _probe_models(_stored_config(args.resume) if args.resume else config, notes, args.headless)
+        failure = _probe_models(_stored_config(args.resume) if args.resume else config, notes, args.headless,
+                                probed)
     except KeyboardInterrupt:
         print("error: interrupted while probing the model endpoints; nothing was started", file=err)
         return 130
@@ -97,7 +100,8 @@ def run_fleet(args: argparse.Namespace) -> int:
         paths = args.problem_paths or _default_problems(config, notes)
     fleet = Fleet(run_dir, config, paths, resume=bool(args.resume), on_event=_print_event if args.headless else None)
     try:
-        state = anyio.run(_run_with_signals, fleet, notes) if args.headless else _run_with_ui(fleet, run_dir, notes)
+        state = anyio.run(_run_with_signals, fleet, notes, probed) if args.headless else \
+            _run_with_ui(fleet, run_dir, notes, probed)
     except BaseException as exc:  # noqa: BLE001 - a run that cannot start or go on is one line; anything else raises
         reason = one_line_error(exc)
         if reason is None:
@@ -132,12 +136,14 @@ def _key(folder: Path) -> str:
     return f"{folder.parent.name}/{folder.name}"
 
 
-def _start(fleet: Fleet, notes: list[str]) -> None:
+def _start(fleet: Fleet, notes: list[str], probed: Sequence = ()) -> None:
     """Open the run (which logs the CPU's skipped workloads and whether any agent can work), then the start's notes
-    (which bundled problems the default took)."""
+    (which bundled problems the default took) and the start-up probe's model calls, counted as every call is."""
     fleet.open()
     for line in notes:
         fleet.event("log", line)
+    for made in probed:
+        fleet.store.add_llm_call(None, None, made.call, profile=made.profile, model=made.model)
 
 
 def _stored_cluster(run_dir: Path) -> ClusterConfig:
@@ -160,7 +166,7 @@ def _stored_config(run_dir: Path) -> FleetConfig | None:
         return None
 
 
-def _probe_models(config: FleetConfig | None, notes: list[str], headless: bool) -> str | None:
+def _probe_models(config: FleetConfig | None, notes: list[str], headless: bool, probed: list) -> str | None:
     """Before anything starts, one tiny call to each endpoint the run will call (``core.llm.probe``): its lines go
     to the run's log (``notes``), and at once to the terminal before the UI takes it; the error line's text when an
     endpoint cannot work (every line printed first)."""
@@ -169,7 +175,7 @@ def _probe_models(config: FleetConfig | None, notes: list[str], headless: bool) 
     from core.llm.probe import probe_models  # runs that call no model import no openai client
 
     lines: list[str] = []
-    failure = probe_models(config, lines.append)
+    failure = probe_models(config, lines.append, probed.append)
     if failure or not headless:
         for line in lines:
             print(line, flush=True)
@@ -191,12 +197,12 @@ def one_line_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-async def _run_with_signals(fleet: Fleet, notes: list[str]) -> str:
+async def _run_with_signals(fleet: Fleet, notes: list[str], probed: Sequence = ()) -> str:
     # The receiver is open before the run starts: a Ctrl-C during the start (opening the store, the first lines) is
     # a stop like any other once the run goes on, not a KeyboardInterrupt.
     try:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            _start(fleet, notes)  # before the task group, so a FleetError arrives alone, not in an exception group
+            _start(fleet, notes, probed)  # before the task group, so a FleetError arrives alone, not in an exception group
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_signals, fleet, signals)
                 state = await fleet.run()
@@ -244,12 +250,12 @@ def _stop_now(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def _run_with_ui(fleet: Fleet, run_dir: Path, notes: list[str]) -> str:
+def _run_with_ui(fleet: Fleet, run_dir: Path, notes: list[str], probed: Sequence = ()) -> str:
     """The core runs in a thread of its own (its own event loop); the terminal UI, the same watcher as
     `kernelfleet watch`, runs in the main thread on the run's store. Closing the UI stops the run cleanly."""
     from tui.app import make_app
 
-    _start(fleet, notes)
+    _start(fleet, notes, probed)
     outcome: dict[str, object] = {}
     started = threading.Event()
 

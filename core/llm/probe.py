@@ -18,6 +18,7 @@ import anyio
 from core.config.schema import FleetConfig, LlmConfig, model_profiles, profile_llm
 from core.llm.review import reviewer_config
 from core.secrets import secret
+from core.store.model import LlmCall
 
 PLANNER_MODE = "llm"
 # The probe waits less than a turn's call would: a ping is a few tokens.
@@ -28,6 +29,7 @@ PING = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}
 PING_TOOLS = [{"role": "user", "content": "Connectivity check: call the tool `ping` once with ok = true. Write "
                                           "nothing else."}]
+PROBE_DETAIL = "start-up probe"  # the detail of each probe call the run records
 PING_TEXT = [{"role": "user", "content": "Connectivity check: reply with the single word pong."}]
 
 
@@ -44,6 +46,15 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class ProbeCall:
+    """A probe's model call as the run records it: no agent, no problem, the profile of its first user."""
+
+    profile: str
+    model: str
+    call: LlmCall
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     endpoint: Endpoint
     native_tools: bool | None = None  # None: not asked (tool_calling = "text")
@@ -51,6 +62,7 @@ class ProbeResult:
     adapted: tuple[str, ...] = ()
     seconds: float = 0.0
     error: str = ""  # why the endpoint cannot work at all; "" when it answered
+    calls: tuple[LlmCall, ...] = ()  # every try it made, as the run records model calls
 
     def line(self) -> str:
         if self.error:
@@ -96,27 +108,33 @@ async def probe(endpoint: Endpoint) -> ProbeResult:
     client = LlmClient(cfg)
     started = time.monotonic()
     native: bool | None = None
+    made: list[LlmCall] = []  # the tries that did not answer, then the answer
     try:
         if cfg.tool_calling == "text":
-            reply = await client.chat(PING_TEXT)
+            reply = await client.chat(PING_TEXT, on_call=made.append)
         else:
             try:
-                reply = await client.chat(PING_TOOLS, tools=[PING])
+                reply = await client.chat(PING_TOOLS, tools=[PING], on_call=made.append)
                 native = bool(reply.tool_calls)
             except ToolsRejected as exc:
                 if cfg.tool_calling == "tools":
-                    return ProbeResult(endpoint, error=f"it refuses tool calls ({exc}) and tool_calling = \"tools\"")
+                    return ProbeResult(endpoint, error=f"it refuses tool calls ({exc}) and tool_calling = \"tools\"",
+                                       calls=_probe_calls(made))
                 native = False
-                reply = await client.chat(PING_TEXT)
+                reply = await client.chat(PING_TEXT, on_call=made.append)
     except LlmUnavailable as exc:
         return ProbeResult(endpoint, adapted=client.shape.adapted, seconds=time.monotonic() - started,
-                           error=str(exc))
+                           error=str(exc), calls=_probe_calls(made))
     finally:
         await client.aclose()
     if client.shape.adapted:
         remember_shape(endpoint.cfg, client.shape)
     return ProbeResult(endpoint, native, not reply.call.tokens_estimated, client.shape.adapted,
-                       time.monotonic() - started)
+                       time.monotonic() - started, calls=_probe_calls([*made, reply.call]))
+
+
+def _probe_calls(calls: list[LlmCall]) -> tuple[LlmCall, ...]:
+    return tuple(replace(call, detail=f"{PROBE_DETAIL}{': ' + call.detail if call.detail else ''}") for call in calls)
 
 
 async def probe_all(found: tuple[Endpoint, ...]) -> list[ProbeResult]:
@@ -131,14 +149,17 @@ async def probe_all(found: tuple[Endpoint, ...]) -> list[ProbeResult]:
     return [r for r in results if r is not None]
 
 
-def probe_models(config: FleetConfig, say: Callable[[str], None]) -> str | None:
-    """Probe the run's endpoints (``endpoints``) on an event loop of its own; ``say`` gets one line each. The
-    error line's text when one cannot work, else None."""
+def probe_models(config: FleetConfig, say: Callable[[str], None],
+                 record: Callable[[ProbeCall], None] | None = None) -> str | None:
+    """Probe the run's endpoints (``endpoints``) on an event loop of its own; ``say`` gets one line each and
+    ``record`` each call made, for the run's store. The error line's text when one cannot work, else None."""
     found = endpoints(config)
     if not found:
         return None
     results = anyio.run(probe_all, found)
     for result in results:
         say(result.line())
+        for call in result.calls if record is not None else ():
+            record(ProbeCall(result.endpoint.users[0], result.endpoint.cfg.model, call))
     failed = next((r for r in results if r.error), None)
     return failed.error_line() if failed is not None else None

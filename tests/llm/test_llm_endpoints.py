@@ -19,11 +19,12 @@ from core.config import load_config, parse_config
 from core.config.schema import JsonTable, LlmConfig
 from core.fleet.orchestrator import Fleet
 from core.llm.client import LlmClient
-from core.llm.probe import endpoints, probe_all, probe_models
+from core.llm.probe import ProbeCall, endpoints, probe_all, probe_models
 from core.llm.request_shape import (RequestShape, Refusal, adapt, error_text, initial_shape, output_cap, parameters,
                                     read_refusal)
 from core.llm.usage import Usage, cost, cost_parts, read_usage
 from core.store import RunReader
+from core.store.model import LlmCall
 from tui.fleet.model import header_lines
 from tui.formatting import fmt_count
 from tui.snapshot import Poller
@@ -177,13 +178,21 @@ def test_the_probe_says_what_each_endpoint_does_and_the_run_keeps_what_it_learne
         found = endpoints(config)
         assert [e.users for e in found] == [("openai_reasoning",), ("ollama",)]
         lines: list[str] = []
-        assert probe_models(config, lines.append) is None
+        probed: list[ProbeCall] = []
+        assert probe_models(config, lines.append, probed.append) is None
         first, second = lines
         assert first.startswith(f"llm probe: openai_reasoning (openai_reasoning-model at {reasoning.base_url}): "
                                 "answers yes, native tool calls yes, usage reported yes, adapted: max_tokens → "
                                 "max_completion_tokens, temperature dropped; ")
         assert "answers yes, native tool calls no (the agents write tool calls in their replies)" in second
         assert "adapted: nothing" in second
+        # Every try is kept for the run's store: the reasoning model's two refused shapes and its answer; the
+        # model without tools' refusal and its answer to the text ping.
+        assert [(c.profile, c.call.outcome) for c in probed] == [
+            ("openai_reasoning", "retry"), ("openai_reasoning", "retry"), ("openai_reasoning", "tool_calls"),
+            ("ollama", "error"), ("ollama", "tool_calls")], probed
+        assert all(c.call.detail.startswith("start-up probe") for c in probed)
+        assert probed[2].call.tokens == 50 and probed[2].model == "openai_reasoning-model"
         assert len(reasoning.refused) == 2 and reasoning.requests[-1]["body"]["tools"][0]["function"]["name"] == "ping"
         # A client the run makes afterwards (another event loop) sends the adapted request from its first try.
         cfg = config.llm.profiles[0].llm
@@ -205,6 +214,23 @@ def test_the_probe_says_what_each_endpoint_does_and_the_run_keeps_what_it_learne
     assert [e.users for e in endpoints(shared)] == [("default", "review", "planner")]
     assert endpoints(parse_config({"llm": {"probe": False}, "fleet": {"llm_agents": 2}})) == ()
     assert endpoints(parse_config({})) == ()
+
+
+def test_the_probes_calls_are_counted_with_the_runs(tmp_path):
+    from cli.run_cmd import _start
+
+    probe = LlmCall("tool_calls", 40, 10, dollars=0.002, detail="start-up probe")
+    fleet = Fleet(tmp_path / "run", parse_config({"fleet": {"device": "cpu"}}), [str(write_problem(tmp_path / "p"))])
+    try:
+        _start(fleet, ["a note"], [ProbeCall("fast", "fast-model", probe)])
+    finally:
+        fleet.close()
+    with RunReader(tmp_path / "run") as reader:
+        [row] = reader.llm_calls()
+        totals = reader.totals()
+    assert (row.agent_id, row.problem_id, row.profile, row.model, row.call) == (None, None, "fast", "fast-model",
+                                                                                probe)
+    assert totals["tokens"] == 50 and totals["dollars"] == pytest.approx(0.002)
 
 
 def test_an_endpoint_that_cannot_work_stops_the_run_before_it_starts(tmp_path, capsys):

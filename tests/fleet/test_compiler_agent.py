@@ -240,7 +240,7 @@ def test_by_default_it_works_only_where_the_problem_starts_from_its_reference(tm
 def test_a_run_with_only_the_compiler_agent(tmp_path):
     problems = tmp_path / "problems"
     write_rows_problem(problems / "cpu" / "fused_pointwise", "fused_pointwise", "pointwise chain", REFERENCE,
-                       rows=(4096,))
+                       rows=(32000,))  # 8 MiB a tensor: eager's ten passes leave the caches, one fused does not
     config = write_config(tmp_path / "fleet.toml", fleet={"tuner_agents": 0},
                           compiler={"cpu": True, "trials_per_problem": 2},
                           evaluation={"verify_rounds": 0})
@@ -268,7 +268,7 @@ def test_a_run_with_only_the_compiler_agent(tmp_path):
         # best, unless the machine's load moved so much that T_b and every speedup are flagged (then no best).
         print(f"seed {seed.times_ms} ms {seed.speedup}x, compiled {compiled.times_ms} ms {compiled.speedup}x; best: "
               f"attempt {row.best_attempt_id}")
-        assert compiled.times_ms[0] * 1.25 < seed.times_ms[0], (seed.times_ms, compiled.times_ms)
+        assert compiled.times_ms[0] * 1.1 < seed.times_ms[0], (seed.times_ms, compiled.times_ms)
         assert row.best_attempt_id == compiled.id or seed.speedup is None
         # Its compile is in its first call of the shape, recorded as such: the candidate's build time.
         compiling, eager = first_calls_s(compiled.verdict), first_calls_s(seed.verdict)

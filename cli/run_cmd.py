@@ -202,7 +202,8 @@ async def _run_with_signals(fleet: Fleet, notes: list[str], probed: Sequence = (
     # a stop like any other once the run goes on, not a KeyboardInterrupt.
     try:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            _start(fleet, notes, probed)  # before the task group, so a FleetError arrives alone, not in an exception group
+            # Before the task group, so a FleetError arrives alone, not in an exception group.
+            _start(fleet, notes, probed)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_signals, fleet, signals)
                 state = await fleet.run()

@@ -15,6 +15,7 @@ two points that build the same solution have the same ``key``. Pure.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -167,8 +168,6 @@ def normalize(config: CompilerConfig) -> CompilerConfig:
 
 def points(space: dict[str, tuple]) -> list[CompilerConfig]:
     """Every distinct configuration of ``space`` that changes something, in the space's order (defaults first)."""
-    import itertools
-
     names = list(space)
     seen: dict[str, CompilerConfig] = {}
     for combo in itertools.product(*(space[n] for n in names)):

@@ -29,8 +29,8 @@ PING = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}
 PING_TOOLS = [{"role": "user", "content": "Connectivity check: call the tool `ping` once with ok = true. Write "
                                           "nothing else."}]
-PROBE_DETAIL = "start-up probe"  # the detail of each probe call the run records
 PING_TEXT = [{"role": "user", "content": "Connectivity check: reply with the single word pong."}]
+PROBE_DETAIL = "start-up probe"  # the detail of each probe call the run records
 
 
 @dataclass(frozen=True)

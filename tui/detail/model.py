@@ -43,7 +43,8 @@ def problem_summary_line(p: ProblemRow, s: Snapshot, best: AttemptRow | None = N
     device = device_word(s.run)  # the seconds its attempts held the run's devices
     return (f"{p.key} [{p.status}{', ' + flags if flags else ''}] priority {p.priority:+d} · {agents}\n"
             f"best {fmt_x(p.best_speedup)} SOL {fmt_sol(p.best_sol)}{made_by(best, s)} "
-            f"(seed {fmt_x(p.seed_speedup)} SOL {fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, {p.failures_in_row} failing in a row · "
+            f"(seed {fmt_x(p.seed_speedup)} SOL {fmt_sol(p.seed_sol)}) · {plural(p.attempts, 'attempt')}, "
+            f"{p.failures_in_row} failing in a row · "
             f"{fmt_count(p.tokens)} tok ${p.dollars:.2f} · {p.gpu_seconds:.1f} {device} s" + state_moved_line(p))
 
 
